@@ -1,0 +1,12 @@
+"""psheads: positional vs symbolic attention heads in RoPE transformers.
+
+The public surface is small: :class:`RopeLens` wraps a TransformerLens model and exposes
+exact per-frequency RoPE logit decompositions. Lower-level pieces live in
+:mod:`psheads.geometry` (pure tensor functions) and :mod:`psheads.backends`.
+"""
+
+from psheads.lens import LayerGeometry, RopeLens, SelfCheckError
+
+__version__ = "0.1.0"
+
+__all__ = ["LayerGeometry", "RopeLens", "SelfCheckError", "__version__"]

@@ -1,0 +1,451 @@
+"""The only module that knows TransformerBridge vs HookedTransformer and each family's quirks.
+
+A backend answers two questions for a layer: *what is its attention geometry* (heads, scale,
+soft-cap, window, pairing) and *what were q, k̃ and the rotation tables on this input* (one
+forward pass with targeted hooks; nothing else is cached). Facts used here are listed in
+DESIGN.md §1; the lens self-check guards them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from psheads.geometry import Pairing
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """Static attention facts of one layer, as the model computes them.
+
+    Attributes:
+        n_heads: query heads.
+        n_kv_heads: key/value heads (GQA: query head h reads KV head ``h // (n_heads / n_kv_heads)``).
+        d_head: head dimension.
+        pairing: ``"halves"`` or ``"adjacent"``.
+        scale: factor multiplying ``q_rot · k_rot`` (``1/√d_head`` by default).
+        softcap: Gemma-2 logit soft-cap, or None.
+        window: sliding window (key j is visible from t iff ``0 <= t - j < window``), or None.
+    """
+
+    n_heads: int
+    n_kv_heads: int
+    d_head: int
+    pairing: Pairing
+    scale: float
+    softcap: float | None
+    window: int | None
+
+    def kv_head_of(self) -> torch.Tensor:
+        """``[n_heads]`` KV head read by each query head (repeat_interleave order)."""
+        group = self.n_heads // self.n_kv_heads
+        return torch.arange(self.n_heads) // group
+
+
+@dataclass
+class LayerCapture:
+    """What one forward pass recorded for one layer (fp32 or wider; never the model's tensors).
+
+    Attributes:
+        q: pre-rotary queries ``[batch, query, head, d_head]`` (``query`` = the requested query
+            positions, or every position).
+        k: pre-rotary keys ``[batch, pos, kv_head, d_head]``.
+        cos, sin: per-element rotation tables ``[pos, rotary_dim]`` the model used.
+        pattern: the model's own attention pattern ``[batch, head, query, pos]``, when requested.
+    """
+
+    q: Float[Tensor, "batch query head d_head"]
+    k: Float[Tensor, "batch pos kv_head d_head"]
+    cos: Float[Tensor, "pos rotary_dim"]
+    sin: Float[Tensor, "pos rotary_dim"]
+    pattern: Float[Tensor, "batch head query pos"] | None = None
+
+
+@dataclass(frozen=True)
+class HookSite:
+    """A TransformerLens hook carrying pre-rotary q or k, and its tensor layout.
+
+    Attributes:
+        name: hook name.
+        layout: ``"bshd"`` (``[batch, pos, head, d_head]``, possibly flattened to
+            ``[batch, pos, head * d_head]``) or ``"bhsd"`` (``[batch, head, pos, d_head]``).
+        d_head: head dimension.
+    """
+
+    name: str
+    layout: str
+    d_head: int
+
+    def to_canonical(self, x: Tensor) -> Float[Tensor, "batch pos head d_head"]:
+        """View the hook's tensor as ``[batch, pos, head, d_head]``."""
+        if self.layout == "bhsd":
+            return x.transpose(1, 2)
+        return x.reshape(*x.shape[:2], -1, self.d_head)
+
+    def from_canonical(self, canonical: Tensor, like: Tensor) -> Tensor:
+        """Inverse of :meth:`to_canonical`, shaped like the hook's original tensor ``like``."""
+        if self.layout == "bhsd":
+            return canonical.transpose(1, 2)
+        return canonical.reshape(like.shape)
+
+
+class _StopForward(Exception):
+    """Raised from the last needed hook to skip the rest of the forward pass."""
+
+
+def _upcast(x: Tensor) -> Tensor:
+    """Detached fp32 (or wider) copy: the analysis never works on half precision."""
+    x = x.detach()
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x.clone()
+
+
+@contextlib.contextmanager
+def preserved_state(model: torch.nn.Module) -> Iterator[None]:
+    """Run in eval mode (dropout off) and restore every module's own training flag afterwards."""
+    flags = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for module, was_training in flags:
+            module.training = was_training
+
+
+class Backend:
+    """Common capture logic; subclasses map a layer to hook names and static facts."""
+
+    kind: str = ""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.cfg = model.cfg
+        if getattr(self.cfg, "positional_embedding_type", None) != "rotary":
+            raise ValueError(
+                f"{self.model_name} does not use rotary position embeddings "
+                f"(positional_embedding_type={getattr(self.cfg, 'positional_embedding_type', None)!r}); "
+                "psheads decomposes RoPE logits and cannot score it. Use a RoPE model "
+                "(GPT-J, Pythia/GPT-NeoX, Llama, Mistral, Qwen2, Gemma)."
+            )
+
+    # --- facts ------------------------------------------------------------------------------
+    @property
+    def model_name(self) -> str:
+        """Model name as TransformerLens reports it."""
+        return str(getattr(self.cfg, "model_name", type(self.model).__name__))
+
+    @property
+    def n_layers(self) -> int:
+        """Number of transformer blocks."""
+        return len(self.model.blocks)
+
+    @property
+    def n_ctx(self) -> int:
+        """Longest context the model accepts."""
+        return int(self.cfg.n_ctx)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The model's parameter dtype."""
+        return next(self.model.parameters()).dtype
+
+    @property
+    def device(self) -> torch.device:
+        """Device of the model's parameters (inputs are moved there)."""
+        return next(self.model.parameters()).device
+
+    def layer_spec(self, layer: int) -> LayerSpec:
+        """Static attention facts of ``layer``."""
+        raise NotImplementedError
+
+    # --- per-layer hook plumbing (subclasses) ---------------------------------------------
+    def qk_site(self, layer: int, which: str) -> HookSite:
+        """Where pre-rotary ``which`` ("q" or "k") of ``layer`` can be read and edited."""
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def table_recorder(self, layers: Sequence[int], n_pos: int, store: dict) -> Iterator[list]:
+        """Context yielding extra TL hooks; on exit ``store[layer] = (cos, sin)`` for each layer."""
+        raise NotImplementedError
+        yield []  # pragma: no cover
+
+    def pattern_hook(self, layer: int) -> str:
+        """Name of the hook holding the post-softmax pattern ``[batch, head, q, k]``."""
+        return f"blocks.{layer}.attn.hook_pattern"
+
+    # --- capture ----------------------------------------------------------------------------
+    def capture(
+        self,
+        tokens: torch.Tensor,
+        layers: Sequence[int],
+        query_index: torch.Tensor | None = None,
+        with_pattern: bool = False,
+    ) -> dict[int, LayerCapture]:
+        """One forward pass recording q, k̃ and rotation tables for ``layers``.
+
+        Args:
+            tokens: ``[batch, pos]`` token ids.
+            layers: layers to record (any order; duplicates ignored).
+            query_index: ``[batch]`` query position per row: keep q only there (and the pattern
+                row). None keeps every position.
+            with_pattern: also record the model's own attention pattern (for checks).
+
+        Returns:
+            ``{layer: LayerCapture}``. The forward stops after the last requested layer.
+        """
+        layers = sorted(set(layers))
+        rows = torch.arange(tokens.shape[0])
+        store: dict[str, dict[int, Tensor]] = {"q": {}, "k": {}, "pattern": {}}
+        last_layer = layers[-1]
+
+        def keep_query(x: Tensor, pos_axis: int) -> Tensor:
+            if query_index is None:
+                return x
+            picked = x.movedim(pos_axis, 1)[rows, query_index.to(x.device)]
+            return picked.unsqueeze(pos_axis)
+
+        def recorder(kind: str, layer: int, convert: Callable[[Tensor], Tensor] | None, stop: bool) -> Callable:
+            def hook(tensor: Tensor, hook: Any) -> None:
+                value = convert(tensor) if convert is not None else tensor
+                if kind == "q":
+                    value = keep_query(value, 1)
+                elif kind == "pattern":
+                    value = keep_query(value, 2)
+                if kind:
+                    store[kind][layer] = _upcast(value)
+                if stop:
+                    raise _StopForward
+
+            return hook
+
+        tables: dict[int, tuple[Tensor, Tensor]] = {}
+        hooks = []
+        for layer in layers:
+            for which in ("q", "k"):
+                site = self.qk_site(layer, which)
+                hooks.append((site.name, recorder(which, layer, site.to_canonical, False)))
+            stop_here = layer == last_layer
+            if with_pattern:
+                hooks.append((self.pattern_hook(layer), recorder("pattern", layer, None, stop_here)))
+            elif stop_here:
+                hooks.append((self.pattern_hook(layer), recorder("", layer, None, True)))
+        tokens = tokens.to(self.device)
+        with preserved_state(self.model), torch.inference_mode():
+            with self.table_recorder(layers, tokens.shape[1], tables) as table_hooks:
+                with self.model.hooks(fwd_hooks=hooks + table_hooks):
+                    try:
+                        self.model(tokens)
+                    except _StopForward:
+                        pass
+        missing = [l for l in layers if l not in store["q"] or l not in store["k"] or l not in tables]
+        if missing:
+            raise RuntimeError(
+                f"The forward pass did not fire the q/k/RoPE hooks of layers {missing} on this "
+                f"{type(self.model).__name__}; this architecture is not supported by psheads."
+            )
+        return {
+            layer: LayerCapture(
+                q=store["q"][layer],
+                k=store["k"][layer],
+                cos=tables[layer][0],
+                sin=tables[layer][1],
+                pattern=store["pattern"].get(layer),
+            )
+            for layer in layers
+        }
+
+
+class HookedTransformerBackend(Backend):
+    """TransformerLens ``HookedTransformer`` (3.x): rotation tables are the attention buffers."""
+
+    kind = "HookedTransformer"
+
+    def __init__(self, model: Any) -> None:
+        super().__init__(model)
+        if getattr(self.cfg, "use_qk_norm", False):
+            raise ValueError(
+                "This HookedTransformer normalises q/k after hook_q/hook_k (QK-norm), which psheads "
+                "does not decompose on this backend. Boot the model with "
+                "TransformerBridge.boot_transformers(...) instead."
+            )
+
+    def layer_spec(self, layer: int) -> LayerSpec:
+        cfg = self.cfg
+        n_kv = getattr(cfg, "n_key_value_heads", None) or cfg.n_heads
+        use_scale = getattr(cfg, "use_attn_scale", True)
+        softcap = getattr(cfg, "attn_scores_soft_cap", -1.0)
+        window = None
+        attn_types = getattr(cfg, "attn_types", None)
+        if getattr(cfg, "use_local_attn", False) and attn_types is not None and attn_types[layer] == "local":
+            window = int(cfg.window_size)
+        return LayerSpec(
+            n_heads=int(cfg.n_heads),
+            n_kv_heads=int(n_kv),
+            d_head=int(cfg.d_head),
+            pairing="adjacent" if getattr(cfg, "rotary_adjacent_pairs", False) else "halves",
+            scale=1.0 / float(cfg.attn_scale) if use_scale else 1.0,
+            softcap=float(softcap) if softcap and softcap > 0 else None,
+            window=window,
+        )
+
+    def qk_site(self, layer: int, which: str) -> HookSite:
+        return HookSite(f"blocks.{layer}.attn.hook_{which}", "bshd", int(self.cfg.d_head))
+
+    @contextlib.contextmanager
+    def table_recorder(self, layers: Sequence[int], n_pos: int, store: dict) -> Iterator[list]:
+        for layer in layers:
+            attn = self.model.blocks[layer].attn
+            store[layer] = (_upcast(attn.rotary_cos[:n_pos]), _upcast(attn.rotary_sin[:n_pos]))
+        yield []
+
+
+class BridgeBackend(Backend):
+    """TransformerLens ``TransformerBridge`` over a Hugging Face model."""
+
+    kind = "TransformerBridge"
+
+    def __init__(self, model: Any) -> None:
+        super().__init__(model)
+        for layer in range(self.n_layers):
+            self._check_supported(layer)
+
+    def _attn(self, layer: int) -> Any:
+        return self.model.blocks[layer].attn
+
+    def _hf_attn(self, layer: int) -> Any:
+        return self._attn(layer).original_component
+
+    def _d_head(self, layer: int) -> int:
+        hf = self._hf_attn(layer)
+        return int(getattr(hf, "head_dim", None) or getattr(hf, "head_size", None) or self.cfg.d_head)
+
+    def _uses_cos_sin_hooks(self, layer: int) -> bool:
+        return hasattr(self._attn(layer), "hook_cos")
+
+    def _check_supported(self, layer: int) -> None:
+        attn, hf = self._attn(layer), self._hf_attn(layer)
+        reasons = []
+        if getattr(hf, "sinks", None) is not None:
+            reasons.append("attention sinks (GPT-OSS)")
+        if getattr(self.cfg, "qk_norm_after_rope", False):
+            reasons.append("QK-norm after RoPE")
+        if getattr(self.cfg, "rotary_interleaved_cos_sin", False) or (
+            self._uses_cos_sin_hooks(layer) and getattr(self.cfg, "rotary_adjacent_pairs", False)
+        ):
+            reasons.append("adjacent-pair RoPE on a cos/sin bridge (GLM/ERNIE/Cohere)")
+        rope = getattr(getattr(hf, "config", None), "rope_parameters", None)
+        if isinstance(rope, dict) and rope.get("llama_4_scaling_beta") is not None:
+            reasons.append("llama-4 position-dependent query scaling")
+        if getattr(hf, "key_multiplier", None) is not None:
+            reasons.append("key multipliers (Falcon-H1)")
+        if not self._uses_cos_sin_hooks(layer) and type(hf).__name__ != "GPTJAttention":
+            reasons.append(f"attention module {type(hf).__name__} without RoPE table hooks")
+        if reasons:
+            raise ValueError(
+                f"Layer {layer} of {self.model_name} uses {', '.join(reasons)}, which psheads does "
+                "not decompose exactly. Supported: GPT-J, GPT-NeoX/Pythia, Llama, Mistral, Qwen2, "
+                f"Gemma, Gemma-2, Gemma-3 (bridge attention: {type(attn).__name__})."
+            )
+
+    def layer_spec(self, layer: int) -> LayerSpec:
+        hf = self._hf_attn(layer)
+        cfg = self.cfg
+        d_head = self._d_head(layer)
+        n_heads = int(cfg.n_heads)
+        n_kv = n_heads // int(getattr(hf, "num_key_value_groups", 1) or 1)
+        pairing: Pairing = "adjacent" if type(hf).__name__ == "GPTJAttention" else "halves"
+        scale = getattr(hf, "scaling", None)
+        if scale is None:
+            scale = d_head**-0.5
+        softcap = getattr(hf, "attn_logit_softcapping", None)
+        if hasattr(hf, "sliding_window"):
+            window = hf.sliding_window
+        else:
+            window = getattr(getattr(hf, "config", None), "sliding_window", None)
+        return LayerSpec(
+            n_heads=n_heads,
+            n_kv_heads=n_kv,
+            d_head=d_head,
+            pairing=pairing,
+            scale=float(scale),
+            softcap=float(softcap) if softcap is not None else None,
+            window=int(window) if window is not None else None,
+        )
+
+    def qk_site(self, layer: int, which: str) -> HookSite:
+        attn = self._attn(layer)
+        d_head = self._d_head(layer)
+        phase = getattr(attn, "_qk_norm_phase", None)
+        if phase is not None and hasattr(attn, f"hook_{which}_normed"):
+            layout = "bhsd" if phase == "post_reshape" else "bshd"
+            return HookSite(f"blocks.{layer}.attn.hook_{which}_normed", layout, d_head)
+        return HookSite(f"blocks.{layer}.attn.hook_{which}", "bshd", d_head)
+
+    @contextlib.contextmanager
+    def table_recorder(self, layers: Sequence[int], n_pos: int, store: dict) -> Iterator[list]:
+        hooks = []
+        handles = []
+        pending: dict[int, dict[str, Tensor]] = {layer: {} for layer in layers}
+
+        def tl_recorder(layer: int, which: str):
+            def hook(tensor: Tensor, hook: Any) -> None:
+                pending[layer][which] = _upcast(tensor.reshape(-1, *tensor.shape[-2:])[0])
+
+            return hook
+
+        def gptj_recorder(layer: int):
+            def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
+                sin, cos = kwargs["position_embeddings"]  # GPT-J passes (sin, cos), half width
+                pending[layer]["cos"] = _upcast(cos.reshape(-1, *cos.shape[-2:])[0]).repeat_interleave(2, -1)
+                pending[layer]["sin"] = _upcast(sin.reshape(-1, *sin.shape[-2:])[0]).repeat_interleave(2, -1)
+
+            return pre_hook
+
+        try:
+            for layer in layers:
+                if self._uses_cos_sin_hooks(layer):
+                    hooks.append((f"blocks.{layer}.attn.hook_cos", tl_recorder(layer, "cos")))
+                    hooks.append((f"blocks.{layer}.attn.hook_sin", tl_recorder(layer, "sin")))
+                else:
+                    handles.append(
+                        self._hf_attn(layer).register_forward_pre_hook(gptj_recorder(layer), with_kwargs=True)
+                    )
+            yield hooks
+        finally:
+            for handle in handles:
+                handle.remove()
+        for layer, got in pending.items():
+            if "cos" in got and "sin" in got:
+                store[layer] = (got["cos"], got["sin"])
+
+
+def backend_for(model: Any) -> Backend:
+    """Pick the backend for a TransformerLens model (duck-typed; TL 3.9 and 4.x).
+
+    Raises:
+        TypeError: ``model`` is not a TransformerBridge or HookedTransformer.
+        ValueError: the model does not use RoPE, or uses an attention variant psheads
+            cannot decompose exactly.
+    """
+    if hasattr(model, "original_model") and hasattr(model, "blocks") and hasattr(model, "hooks"):
+        return BridgeBackend(model)
+    if hasattr(model, "blocks") and hasattr(model, "cfg") and hasattr(model, "hooks"):
+        return HookedTransformerBackend(model)
+    hint = ""
+    if hasattr(model, "config") and hasattr(model, "save_pretrained"):
+        hint = (
+            " This looks like a Hugging Face model: save it with save_pretrained(dir) and boot it "
+            "with transformer_lens.model_bridge.TransformerBridge.boot_transformers(dir)."
+        )
+    raise TypeError(
+        f"psheads needs a TransformerLens model (TransformerBridge or HookedTransformer), got "
+        f"{type(model).__name__}.{hint}"
+    )
