@@ -1,0 +1,61 @@
+"""Shared fixtures: seeded RNGs and tiny booted models, cached per session."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from tests import helpers
+
+FAMILIES = ["gptj", "neox", "llama", "mistral", "qwen2", "gemma", "gemma2", "gemma3"]
+# Families TransformerLens 3.9 can build as a HookedTransformer from a local directory.
+HOOKED_FAMILIES = ["gptj", "neox", "llama", "mistral", "qwen2"]
+
+
+@pytest.fixture(autouse=True)
+def _seed_everything() -> None:
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def model_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Any]:
+    """``model_factory(family, backend="bridge", **overrides)`` → booted tiny model (cached)."""
+    cache: dict[tuple, Any] = {}
+
+    def make(family: str, backend: str = "bridge", dtype: torch.dtype = torch.float32, **overrides: Any) -> Any:
+        key = (family, backend, dtype, tuple(sorted(overrides.items())))
+        if key not in cache:
+            directory: Path = tmp_path_factory.mktemp("m")  # no family name: TL 3.9 path quirk
+            helpers.save_tiny(family, directory, dtype=dtype, **overrides)
+            if backend == "bridge":
+                cache[key] = helpers.boot_bridge(directory, dtype=dtype)
+            elif backend == "hooked":
+                if not helpers.has_hooked_transformer():
+                    pytest.skip("this TransformerLens has no HookedTransformer (4.x)")
+                cache[key] = helpers.boot_hooked(directory, dtype=dtype)
+            else:
+                raise ValueError(backend)
+        return cache[key]
+
+    return make
+
+
+def model_state(model: torch.nn.Module) -> dict:
+    """What psheads must never change: hooks, training flags, dtypes."""
+    hook_points = [
+        (name, len(hp._forward_hooks), len(hp._forward_pre_hooks), len(hp._backward_hooks))
+        for name, hp in model.named_modules()
+    ]
+    return {
+        "hooks": hook_points,
+        "training": [m.training for m in model.modules()],
+        "dtypes": [p.dtype for p in model.parameters()],
+    }
