@@ -6,7 +6,15 @@ exact per-frequency RoPE logit decompositions. Lower-level pieces live in
 """
 
 from psheads.lens import LayerGeometry, RopeLens, SelfCheckError
+from psheads.profile import FrequencyProfile, frequency_profile
 
 __version__ = "0.1.0"
 
-__all__ = ["LayerGeometry", "RopeLens", "SelfCheckError", "__version__"]
+__all__ = [
+    "FrequencyProfile",
+    "LayerGeometry",
+    "RopeLens",
+    "SelfCheckError",
+    "__version__",
+    "frequency_profile",
+]

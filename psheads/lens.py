@@ -233,11 +233,6 @@ class RopeLens:
         return query % n_pos
 
     # --- decompositions ---------------------------------------------------------------------
-    def _rotated_query(self, geo: LayerGeometry, capture: LayerCapture, query: int) -> Float[Tensor, "batch head d_head"]:
-        cos, sin = geometry.extend_tables(capture.cos, capture.sin, geo.d_head)
-        q = capture.q[:, 0].double()  # [batch, head, d_head] at the query
-        return geometry.rotate(q, cos[query], sin[query], geo.layout)
-
     def frequency_logits(
         self, tokens: Any, layer: int, query: int = -1
     ) -> Float[Tensor, "batch head plane key"]:
@@ -257,9 +252,26 @@ class RopeLens:
         """
         geo, tokens = self._layer(layer), self._tokens(tokens)
         t = self._query(query, tokens.shape[1])
-        capture = self._capture(tokens, geo.layer, t)
+        return self._planes(geo, self._capture(tokens, [geo.layer], t)[geo.layer], t)
+
+    def frequency_logits_by_layer(
+        self, tokens: Any, layers: Sequence[int] | None = None, query: int = -1
+    ) -> Iterator[tuple[int, Float[Tensor, "batch head plane key"]]]:
+        """:meth:`frequency_logits` for several layers from one forward pass.
+
+        Yields ``(layer, planes)`` in layer order; only one layer's planes are built at a time.
+        """
+        tokens = self._tokens(tokens)
+        t = self._query(query, tokens.shape[1])
+        chosen = range(self.n_layers) if layers is None else [self._layer(l).layer for l in layers]
+        captures = self._capture(tokens, chosen, t)
+        for layer in sorted(captures):
+            yield layer, self._planes(self.layers[layer], captures.pop(layer), t)
+
+    @staticmethod
+    def _planes(geo: LayerGeometry, capture: LayerCapture, t: int) -> Float[Tensor, "batch head plane key"]:
         cos, sin = geometry.extend_tables(capture.cos, capture.sin, geo.d_head)
-        q_rot = self._rotated_query(geo, capture, t)
+        q_rot = geometry.rotate(capture.q[:, 0].double(), cos[t], sin[t], geo.layout)
         k = capture.k[:, : t + 1, geo.kv_head_of].double()  # [batch, key, head, d_head]
         k_rot = geometry.rotate(k.transpose(1, 2), cos[: t + 1], sin[: t + 1], geo.layout).transpose(1, 2)
         return geometry.frequency_logits(q_rot, k_rot, geo.layout, geo.scale)
@@ -279,17 +291,17 @@ class RopeLens:
         """
         geo, tokens = self._layer(layer), self._tokens(tokens)
         t = self._query(query, tokens.shape[1])
-        capture = self._capture(tokens, geo.layer, t)
+        capture = self._capture(tokens, [geo.layer], t)[geo.layer]
         cos, sin = geometry.extend_tables(capture.cos, capture.sin, geo.d_head)
-        q_rot = self._rotated_query(geo, capture, t)
+        q_rot = geometry.rotate(capture.q[:, 0].double(), cos[t], sin[t], geo.layout)
         k = capture.k[:, : t + 1, geo.kv_head_of]
         return geometry.position_token_logits(
             q_rot, k, cos[: t + 1], sin[: t + 1], geo.layout, geo.scale, by_frequency=by_frequency
         )
 
-    def _capture(self, tokens: Tensor, layer: int, query: int) -> LayerCapture:
+    def _capture(self, tokens: Tensor, layers: Sequence[int], query: int) -> dict[int, LayerCapture]:
         query_index = torch.full((tokens.shape[0],), query, dtype=torch.long)
-        return self.backend.capture(tokens, [layer], query_index=query_index)[layer]
+        return self.backend.capture(tokens, layers, query_index=query_index)
 
     # --- self-check -------------------------------------------------------------------------
     def _self_check(self, captures: dict[int, LayerCapture]) -> None:

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Set-up and entry points for a fresh machine (CPU): `bash run.sh demo` or `bash run.sh test`.
+# Installs the CPU torch wheel first so no CUDA build is pulled, then psheads in editable mode.
+set -euo pipefail
+cd "$(dirname "$0")"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
+
+make_env() {  # make_env DIR [extra pip requirements...]
+    local dir=$1; shift
+    if [ ! -x "$dir/bin/python" ]; then
+        python3 -m venv "$dir"
+    fi
+    "$dir/bin/pip" install -q --disable-pip-version-check torch==2.13.0
+    "$dir/bin/pip" install -q --disable-pip-version-check -e ".[test]" "$@"
+}
+
+case "${1:-}" in
+    demo)
+        shift
+        make_env .venv
+        .venv/bin/python -m psheads demo "$@"
+        ;;
+    test)
+        shift
+        make_env .venv "transformer-lens>=4,<5"
+        .venv/bin/python -m pytest "$@"
+        # TransformerLens 3.9: HookedTransformer and the 3.9 TransformerBridge, backend tests only
+        make_env .venv39 "transformer-lens==3.9.*"
+        .venv39/bin/python -m pytest tests/test_geometry.py tests/test_lens.py tests/test_gating.py tests/test_rope_variants.py "$@"
+        ;;
+    *)
+        echo "usage: bash run.sh demo [--seed N] | bash run.sh test [pytest args]" >&2
+        exit 2
+        ;;
+esac

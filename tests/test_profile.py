@@ -1,0 +1,53 @@
+"""Frequency usage shares (DESIGN.md §2.4)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import psheads
+
+
+def test_usage_matches_a_hand_computation(model_factory) -> None:
+    lens = psheads.RopeLens(model_factory("mistral"))  # window 5 masks early keys
+    tokens = torch.randint(0, 64, (5, 12))
+    profile = psheads.frequency_profile(lens, tokens, skip_first=True, batch_size=2)
+    planes, heads = profile.planes, profile.heads
+    assert len(planes) == lens.n_layers * 4 * (lens.layers[0].n_planes + 1)
+    sums = planes.groupby(["layer", "head"])["usage"].sum()
+    torch.testing.assert_close(torch.tensor(sums.values), torch.ones(len(sums), dtype=torch.float64))
+    layer, head = 1, 2
+    logits = lens.frequency_logits(tokens, layer)[:, head]  # [prompt, plane, key]
+    keys = [j for j in range(1, 11) if 11 - j < 5]
+    norms = logits[..., keys].norm(dim=-1)
+    expected = (norms / norms.sum(-1, keepdim=True)).mean(0)
+    got = planes.query("layer == @layer and head == @head")["usage"].to_numpy()
+    torch.testing.assert_close(torch.tensor(got), expected)
+    row = heads.query("layer == @layer and head == @head").iloc[0]
+    ids = torch.arange(1, len(expected), dtype=torch.float64)
+    assert row.mean_frequency_id == pytest.approx(float((expected[:-1] * ids).sum() / expected[:-1].sum()))
+    assert row.dominant_plane == [1, 2, 3, 4, 0][int(expected.argmax())]
+    assert planes.attrs["skip_first"] is True and "L2 norm" in planes.attrs["usage_definition"]
+
+
+def test_profile_is_deterministic_and_batch_invariant(model_factory) -> None:
+    model = model_factory("gptj")
+    tokens = torch.randint(0, 64, (6, 9))
+    a = psheads.frequency_profile(model, tokens, layers=[1], batch_size=6).planes
+    b = psheads.frequency_profile(model, tokens, layers=[1], batch_size=1).planes
+    assert set(a["layer"]) == {1}
+    # the model's own fp32 forward differs slightly between batch shapes; repeated runs are identical
+    torch.testing.assert_close(torch.tensor(a["usage"].values), torch.tensor(b["usage"].values), atol=1e-6, rtol=0)
+    again = psheads.frequency_profile(model, tokens, layers=[1], batch_size=6).planes
+    assert again.equals(a)
+    theta = a.query("head == 0 and plane > 0")["theta"].to_numpy()
+    assert theta[0] > theta[-1]
+
+
+def test_profile_validates(model_factory) -> None:
+    lens = psheads.RopeLens(model_factory("llama"))
+    tokens = torch.randint(0, 64, (2, 6))
+    with pytest.raises(ValueError, match="No keys to profile"):
+        psheads.frequency_profile(lens, tokens, query=0)
+    with pytest.raises(ValueError, match="batch_size"):
+        psheads.frequency_profile(lens, tokens, batch_size=0)
