@@ -153,6 +153,11 @@ class Backend:
         return int(self.cfg.n_ctx)
 
     @property
+    def max_positions(self) -> int | None:
+        """Longest input whose rotation tables exist (None: the model computes them per input)."""
+        return self.n_ctx
+
+    @property
     def dtype(self) -> torch.dtype:
         """The model's parameter dtype."""
         return next(self.model.parameters()).dtype
@@ -322,6 +327,14 @@ class BridgeBackend(Backend):
 
     def _hf_attn(self, layer: int) -> Any:
         return self._attn(layer).original_component
+
+    @property
+    def max_positions(self) -> int | None:
+        """None when every layer's tables are computed per forward (dynamic NTK acts beyond
+        ``n_ctx``); GPT-J's precomputed sinusoid table caps it at ``n_ctx``."""
+        if all(self._uses_cos_sin_hooks(layer) for layer in range(self.n_layers)):
+            return None
+        return self.n_ctx
 
     def _d_head(self, layer: int) -> int:
         hf = self._hf_attn(layer)

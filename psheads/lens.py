@@ -208,10 +208,9 @@ class RopeLens:
             raise ValueError(f"tokens must be [batch, pos], got shape {tuple(tokens.shape)}.")
         if tokens.numel() == 0:
             raise ValueError("tokens is empty: pass at least one token.")
-        if tokens.shape[1] > self.backend.n_ctx:
-            raise ValueError(
-                f"Sequence length {tokens.shape[1]} exceeds the model's context of {self.backend.n_ctx} tokens."
-            )
+        limit = self.backend.max_positions
+        if limit is not None and tokens.shape[1] > limit:
+            raise ValueError(f"Sequence length {tokens.shape[1]} exceeds the model's context of {limit} tokens.")
         d_vocab = int(self.model.cfg.d_vocab)
         if int(tokens.min()) < 0 or int(tokens.max()) >= d_vocab:
             raise ValueError(f"Token ids must lie in [0, {d_vocab}); got {int(tokens.min())}…{int(tokens.max())}.")

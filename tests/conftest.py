@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -31,10 +32,10 @@ def model_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Any
     cache: dict[tuple, Any] = {}
 
     def make(family: str, backend: str = "bridge", dtype: torch.dtype = torch.float32, **overrides: Any) -> Any:
-        key = (family, backend, dtype, tuple(sorted(overrides.items())))
+        key = (family, backend, dtype, repr(sorted(overrides.items())))
         if key not in cache:
             directory: Path = tmp_path_factory.mktemp("m")  # no family name: TL 3.9 path quirk
-            helpers.save_tiny(family, directory, dtype=dtype, **overrides)
+            helpers.save_tiny(family, directory, dtype=dtype, **copy.deepcopy(overrides))
             if backend == "bridge":
                 cache[key] = helpers.boot_bridge(directory, dtype=dtype)
             elif backend == "hooked":

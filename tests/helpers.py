@@ -25,6 +25,10 @@ def save_word_tokenizer(directory: Path, vocab_size: int = VOCAB) -> None:
     fast.save_pretrained(directory)
 
 
+def _merged(defaults: dict, overrides: dict) -> dict:
+    return {**defaults, **overrides}
+
+
 def _common(**overrides: Any) -> dict:
     cfg = dict(
         vocab_size=VOCAB,
@@ -43,27 +47,26 @@ def hf_config(family: str, **overrides: Any) -> transformers.PretrainedConfig:
     if family == "gptj":
         base = dict(vocab_size=VOCAB, n_positions=N_CTX, n_embd=32, n_layer=2, n_head=4, rotary_dim=4,
                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
-        base.update(overrides)
-        return transformers.GPTJConfig(**base)
+        return transformers.GPTJConfig(**_merged(base, overrides))
     if family == "neox":
-        return transformers.GPTNeoXConfig(**_common(rotary_pct=0.5, **overrides))
+        return transformers.GPTNeoXConfig(**_common(**_merged(dict(rotary_pct=0.5), overrides)))
     if family == "llama":
-        return transformers.LlamaConfig(**_common(num_key_value_heads=2, **overrides))
+        return transformers.LlamaConfig(**_common(**_merged(dict(num_key_value_heads=2), overrides)))
     if family == "mistral":
-        return transformers.MistralConfig(**_common(num_key_value_heads=2, sliding_window=5, **overrides))
+        return transformers.MistralConfig(**_common(**_merged(dict(num_key_value_heads=2, sliding_window=5), overrides)))
     if family == "qwen2":
-        return transformers.Qwen2Config(**_common(num_key_value_heads=2, **overrides))
+        return transformers.Qwen2Config(**_common(**_merged(dict(num_key_value_heads=2), overrides)))
     if family == "gemma":
-        return transformers.GemmaConfig(**_common(num_key_value_heads=1, head_dim=8, **overrides))
+        return transformers.GemmaConfig(**_common(**_merged(dict(num_key_value_heads=1, head_dim=8), overrides)))
     if family == "gemma2":
         return transformers.Gemma2Config(
-            **_common(num_key_value_heads=2, head_dim=8, sliding_window=5, query_pre_attn_scalar=12,
-                      attn_logit_softcapping=2.0, **overrides)
+            **_common(**_merged(dict(num_key_value_heads=2, head_dim=8, sliding_window=5, query_pre_attn_scalar=12,
+                                     attn_logit_softcapping=2.0), overrides))
         )
     if family == "gemma3":
         return transformers.Gemma3TextConfig(
-            **_common(num_key_value_heads=2, head_dim=8, sliding_window=5, query_pre_attn_scalar=12,
-                      sliding_window_pattern=2, **overrides)
+            **_common(**_merged(dict(num_key_value_heads=2, head_dim=8, sliding_window=5, query_pre_attn_scalar=12,
+                                     sliding_window_pattern=2), overrides))
         )
     if family == "gpt2":
         return transformers.GPT2Config(vocab_size=VOCAB, n_positions=N_CTX, n_embd=32, n_layer=2, n_head=4,

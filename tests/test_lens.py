@@ -179,8 +179,10 @@ def test_bad_inputs(model_factory, tmp_path) -> None:
         lens.frequency_logits(torch.rand(1, 4), 0)
     with pytest.raises(TypeError, match="LongTensor"):
         lens.frequency_logits("hello", 0)
-    with pytest.raises(ValueError, match="exceeds the model's context"):
-        lens.frequency_logits(torch.zeros(1, 2000, dtype=torch.long), 0)
+    # GPT-J's sinusoid table ends at n_positions; Llama computes its tables per input
+    with pytest.raises(ValueError, match="exceeds the model's context of 1024 tokens"):
+        psheads.RopeLens(model_factory("gptj")).frequency_logits(torch.zeros(1, 1025, dtype=torch.long), 0)
+    assert lens.backend.max_positions is None
     with pytest.raises(ValueError, match=r"Token ids must lie in \[0, 64\)"):
         lens.frequency_logits(torch.tensor([[1, 99]]), 0)
     with pytest.raises(ValueError, match="layer 5 is out of range"):

@@ -16,6 +16,7 @@ tables the model actually used on that input (tested below).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from pathlib import Path
@@ -62,15 +63,20 @@ def boot(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     The directory names avoid "llama"/"gemma" (TransformerLens 3.9 path quirk).
     """
-    cache: dict[str, tuple[Any, psheads.RopeLens]] = {}
+    cache: dict[tuple[str, str], tuple[Any, psheads.RopeLens]] = {}
 
-    def make(name: str, family: str = "llama", dtype: torch.dtype = torch.float32, **overrides: Any):
-        if name not in cache:
+    def make(name: str, family: str = "llama", dtype: torch.dtype = torch.float32, backend: str = "bridge",
+             **overrides: Any):
+        if backend == "hooked" and not helpers.has_hooked_transformer():
+            pytest.skip("this TransformerLens has no HookedTransformer (4.x)")
+        if (name, backend) not in cache:
             directory: Path = tmp_path_factory.mktemp("variant") / "m"
-            helpers.save_tiny(family, directory, dtype=dtype, **overrides)
-            model = helpers.boot_bridge(directory, dtype=dtype)
-            cache[name] = (model, psheads.RopeLens(model))
-        return cache[name]
+            # the config standardises rope_parameters in place: hand it a copy
+            helpers.save_tiny(family, directory, dtype=dtype, **copy.deepcopy(overrides))
+            boot_fn = helpers.boot_hooked if backend == "hooked" else helpers.boot_bridge
+            model = boot_fn(directory, dtype=dtype)
+            cache[name, backend] = (model, psheads.RopeLens(model))
+        return cache[name, backend]
 
     return make
 
@@ -122,10 +128,8 @@ def row_errors(model: Any, lens: psheads.RopeLens, tokens: torch.Tensor, layer: 
     return worst
 
 
-def assert_pattern_matches(model: Any, lens: psheads.RopeLens, tokens: torch.Tensor, tol: float,
-                           layers: range | None = None) -> None:
-    layers = layers if layers is not None else range(lens.n_layers)
-    for layer in layers:
+def assert_pattern_matches(model: Any, lens: psheads.RopeLens, tokens: torch.Tensor, tol: float) -> None:
+    for layer in range(lens.n_layers):
         error = row_errors(model, lens, tokens, layer)
         assert error <= tol, f"layer {layer}, N={tokens.shape[1]}: max |Δpattern| = {error:.3g} > {tol:g}"
 
@@ -157,7 +161,8 @@ def test_scaled_theta_matches_hf_inv_freq(boot: Any, variant: str) -> None:
     model, lens = boot(variant, **SCALED[variant])
     rotary = hf_rotary(model)
     expected = descending(rotary.inv_freq)
-    plain = descending(1.0 / 10000.0 ** (torch.arange(0, 8, 2, dtype=torch.float64) / 8))
+    rotary_dim = 2 * expected.numel()
+    plain = descending(1.0 / 10000.0 ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim))
     assert (expected - plain).abs().max() > 1e-3, "the scaling did not take effect in the HF model"
     for geo in lens.layers:
         assert geo.n_planes == expected.numel()
@@ -170,9 +175,9 @@ def test_yarn_magnitude_is_attention_factor(boot: Any) -> None:
     model, lens = boot("yarn", **SCALED["yarn"])
     factor = float(hf_rotary(model).attention_scaling)
     assert factor == pytest.approx(0.1 * math.log(YARN["factor"]) + 1.0, abs=1e-12)  # 1.1386…
+    frame = lens.geometry_frame()
     for geo in lens.layers:
         assert torch.allclose(geo.magnitude, torch.full_like(geo.magnitude, factor), rtol=0, atol=1e-6)
-        frame = lens.geometry_frame()
         assert frame.loc[frame.layer == geo.layer, "magnitude"].to_numpy() == pytest.approx(factor, abs=1e-6)
 
 
@@ -195,6 +200,10 @@ def test_scaled_negative_control(boot: Any, variant: str) -> None:
         cos, sin = plain_tables(SHORT, geo.rotary_dim, 10000.0)
         wrong = dataclasses.replace(capture, cos=cos, sin=sin)
         assert pattern_error(geo, wrong) > 1e-3
+        if variant == "yarn":  # right θ, attention factor dropped (logits ×1/1.296)
+            factor = float(hf_rotary(model).attention_scaling)
+            unit = dataclasses.replace(capture, cos=capture.cos / factor, sin=capture.sin / factor)
+            assert pattern_error(geo, unit) > 1e-3
 
 
 # --- 1b. dynamic NTK ----------------------------------------------------------------------------
@@ -248,11 +257,6 @@ def test_dynamic_pattern_rebuilt_within_context(dynamic: tuple[Any, psheads.Rope
     assert_pattern_matches(model, lens, tokens_of(DYNAMIC_MAX_POS), TOL32)
 
 
-@pytest.mark.xfail(
-    strict=True, raises=ValueError,
-    reason="psheads bug: RopeLens rejects sequences longer than cfg.n_ctx (= max_position_embeddings), "
-    "which is exactly where dynamic NTK scaling acts; the bridge itself runs them fine.",
-)
 @pytest.mark.parametrize("n_pos", [2 * DYNAMIC_MAX_POS, LONG])
 def test_dynamic_pattern_rebuilt_beyond_context(dynamic: tuple[Any, psheads.RopeLens], n_pos: int) -> None:
     model, lens = dynamic
@@ -321,8 +325,8 @@ HALF = [torch.float16, torch.bfloat16]
 
 @pytest.mark.parametrize("dtype", HALF, ids=str)
 @pytest.mark.parametrize("family", ["llama", "gptj"])
-def test_half_precision(tmp_path: Path, family: str, dtype: torch.dtype) -> None:
-    directory = helpers.save_tiny(family, tmp_path / "m", dtype=dtype)
+def test_half_precision(tmp_path_factory: pytest.TempPathFactory, family: str, dtype: torch.dtype) -> None:
+    directory = helpers.save_tiny(family, tmp_path_factory.mktemp("half") / "m", dtype=dtype)
     model = helpers.boot_bridge(directory, dtype=dtype)
     before = [(name, p.dtype) for name, p in model.named_parameters()]
     assert {d for _, d in before} == {dtype}
@@ -350,29 +354,17 @@ def test_half_precision(tmp_path: Path, family: str, dtype: torch.dtype) -> None
 N_HEADS = 4
 
 
-def boot_gqa(boot: Any, n_kv: int) -> tuple[Any, psheads.RopeLens]:
-    """Tiny Llama with ``n_kv`` KV heads and 3 layers.
-
-    ``helpers.hf_config("llama", num_key_value_heads=...)`` raises "got multiple values" (its
-    family default is passed next to the overrides), so set the field on the built config.
-    """
-    build = helpers.hf_config
-
-    def with_kv_heads(family: str, **overrides: Any) -> Any:
-        config = build(family, **overrides)
-        config.num_key_value_heads = n_kv
-        return config
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(helpers, "hf_config", with_kv_heads)
-        model, lens = boot(f"gqa{n_kv}", num_attention_heads=N_HEADS, num_hidden_layers=3)
-    assert model.original_model.config.num_key_value_heads == n_kv
+def boot_gqa(boot: Any, n_kv: int, backend: str = "bridge") -> tuple[Any, psheads.RopeLens]:
+    """Tiny Llama with ``n_kv`` KV heads and 3 layers."""
+    model, lens = boot(f"gqa{n_kv}", backend=backend, num_attention_heads=N_HEADS, num_hidden_layers=3,
+                       num_key_value_heads=n_kv)
     return model, lens
 
 
+@pytest.mark.parametrize("backend", ["bridge", "hooked"])
 @pytest.mark.parametrize("n_kv", [1, 2, N_HEADS])
-def test_gqa_pattern_every_layer(boot: Any, n_kv: int) -> None:
-    model, lens = boot_gqa(boot, n_kv)
+def test_gqa_pattern_every_layer(boot: Any, n_kv: int, backend: str) -> None:
+    model, lens = boot_gqa(boot, n_kv, backend)
     group = N_HEADS // n_kv
     for geo in lens.layers:
         assert (geo.n_heads, geo.n_kv_heads) == (N_HEADS, n_kv)
