@@ -18,6 +18,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from psheads import geometry
 from psheads.geometry import Pairing
 
 logger = logging.getLogger(__name__)
@@ -177,14 +178,115 @@ class Backend:
         raise NotImplementedError
 
     @contextlib.contextmanager
-    def table_recorder(self, layers: Sequence[int], n_pos: int, store: dict) -> Iterator[list]:
-        """Context yielding extra TL hooks; on exit ``store[layer] = (cos, sin)`` for each layer."""
+    def table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
+        """Context yielding extra TL hooks that fill ``store[layer] = {"cos": …, "sin": …}``
+        (``[pos, rotary_dim]``, at least as long as the input) while the forward runs."""
         raise NotImplementedError
         yield []  # pragma: no cover
 
     def pattern_hook(self, layer: int) -> str:
         """Name of the hook holding the post-softmax pattern ``[batch, head, q, k]``."""
         return f"blocks.{layer}.attn.hook_pattern"
+
+    # --- scoped hook points and live logit edits -------------------------------------------
+    def add_hook_point(self, name: str, hook_point: Any) -> None:
+        """Make ``name`` resolvable by the model's ``hooks`` / ``run_with_hooks`` / ``run_with_cache``."""
+        raise NotImplementedError
+
+    def remove_hook_point(self, name: str) -> None:
+        """Undo :meth:`add_hook_point`."""
+        raise NotImplementedError
+
+    def pattern_is_live(self, layer: int) -> bool:
+        """Whether a tensor returned at ``hook_pattern`` feeds the layer's output."""
+        return True
+
+    @contextlib.contextmanager
+    def live_edits(self, layers: Sequence[int], on_layer: Callable[[int, LayerCapture], Any]) -> Iterator[None]:
+        """While active, every forward pass calls ``on_layer(layer, capture)`` for ``layers``.
+
+        ``capture`` holds q at every position, k̃ and the tables of that forward. ``on_layer``
+        returns None (leave the layer alone) or ``(edited, original)``: total pre-soft-cap logits
+        ``[batch, head, query, key]`` that should replace the model's (``original`` = what the
+        planes gave unedited). Hooks are removed on exit, also on error.
+        """
+        live: dict[str, dict] = {"q": {}, "k": {}, "tables": {}, "bias": {}}
+        hooks: list = []
+        handles: list = []
+
+        def recorder(which: str, layer: int, site: HookSite) -> Callable:
+            def hook(tensor: Tensor, hook: Any) -> None:
+                live[which][layer] = _upcast(site.to_canonical(tensor))
+
+            return hook
+
+        def current(layer: int, n_pos: int) -> LayerCapture:
+            return self._assemble(layer, live["q"], live["k"], live["tables"], n_pos)
+
+        def pattern_editor(layer: int) -> Callable:
+            spec = self.layer_spec(layer)
+
+            def hook(pattern: Tensor, hook: Any) -> Tensor | None:
+                result = on_layer(layer, current(layer, pattern.shape[-1]))
+                if result is None:
+                    return None
+                edited, _ = result
+                n_pos = edited.shape[-1]
+                visible = geometry.visible_keys(torch.arange(n_pos), n_pos, spec.window)
+                logits = geometry.soft_cap(edited, spec.softcap).masked_fill(~visible, float("-inf"))
+                return torch.softmax(logits, dim=-1).to(device=pattern.device, dtype=pattern.dtype)
+
+            return hook
+
+        def bias_editor(layer: int) -> Callable:
+            def hook(tensor: Tensor, hook: Any) -> None:
+                result = on_layer(layer, current(layer, live["k"][layer].shape[1]))
+                if result is not None:
+                    edited, original = result
+                    bias = live["bias"][layer]
+                    bias += (edited - original).to(device=bias.device, dtype=bias.dtype)
+
+            return hook
+
+        def widen_mask(layer: int) -> Callable:
+            n_heads = self.layer_spec(layer).n_heads
+
+            def pre_hook(module: Any, args: tuple, kwargs: dict) -> tuple:
+                mask = kwargs.get("attention_mask")
+                batch, n_pos = kwargs["hidden_states"].shape[:2]
+                if mask is None:
+                    mask = torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
+                if mask.dtype == torch.bool:
+                    mask = torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, float("-inf"))
+                bias = mask.float().expand(batch, n_heads, n_pos, n_pos).clone()
+                live["bias"][layer] = bias
+                return args, {**kwargs, "attention_mask": bias}
+
+            return pre_hook
+
+        try:
+            with self.table_recorder(layers, live["tables"]) as table_hooks:
+                hooks.extend(table_hooks)
+                for layer in layers:
+                    for which in ("q", "k"):
+                        site = self.qk_site(layer, which)
+                        hooks.append((site.name, recorder(which, layer, site)))
+                    if self.pattern_is_live(layer):
+                        hooks.append((self.pattern_hook(layer), pattern_editor(layer)))
+                    else:
+                        if self.layer_spec(layer).softcap is not None:
+                            raise ValueError(f"Layer {layer}: logit edits need a live pattern under soft-capping.")
+                        handles.append(self.edit_site(layer).register_forward_pre_hook(widen_mask(layer), with_kwargs=True))
+                        hooks.append((self.qk_site(layer, "k").name, bias_editor(layer)))
+                with self.model.hooks(fwd_hooks=hooks):
+                    yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    def edit_site(self, layer: int) -> torch.nn.Module:
+        """Module whose ``attention_mask`` kwarg is widened into an editable score bias."""
+        raise NotImplementedError
 
     # --- capture ----------------------------------------------------------------------------
     def capture(
@@ -231,7 +333,7 @@ class Backend:
 
             return hook
 
-        tables: dict[int, tuple[Tensor, Tensor]] = {}
+        tables: dict[int, dict[str, Tensor]] = {}
         hooks = []
         for layer in layers:
             for which in ("q", "k"):
@@ -244,28 +346,28 @@ class Backend:
                 hooks.append((self.pattern_hook(layer), recorder("", layer, None, True)))
         tokens = tokens.to(self.device)
         with preserved_state(self.model), torch.inference_mode():
-            with self.table_recorder(layers, tokens.shape[1], tables) as table_hooks:
+            with self.table_recorder(layers, tables) as table_hooks:
                 with self.model.hooks(fwd_hooks=hooks + table_hooks):
                     try:
                         self.model(tokens)
                     except _StopForward:
                         pass
-        missing = [l for l in layers if l not in store["q"] or l not in store["k"] or l not in tables]
-        if missing:
-            raise RuntimeError(
-                f"The forward pass did not fire the q/k/RoPE hooks of layers {missing} on this "
-                f"{type(self.model).__name__}; this architecture is not supported by psheads."
-            )
+        n_pos = tokens.shape[1]
         return {
-            layer: LayerCapture(
-                q=store["q"][layer],
-                k=store["k"][layer],
-                cos=tables[layer][0],
-                sin=tables[layer][1],
-                pattern=store["pattern"].get(layer),
-            )
+            layer: self._assemble(layer, store["q"], store["k"], tables, n_pos, store["pattern"].get(layer))
             for layer in layers
         }
+
+    def _assemble(
+        self, layer: int, q: dict, k: dict, tables: dict, n_pos: int, pattern: Tensor | None = None
+    ) -> LayerCapture:
+        if layer not in q or layer not in k or {"cos", "sin"} - set(tables.get(layer, {})):
+            raise RuntimeError(
+                f"The forward pass did not fire the q/k/RoPE hooks of layer {layer} on this "
+                f"{type(self.model).__name__}; this architecture is not supported by psheads."
+            )
+        cos, sin = tables[layer]["cos"][:n_pos], tables[layer]["sin"][:n_pos]
+        return LayerCapture(q=q[layer], k=k[layer], cos=cos, sin=sin, pattern=pattern)
 
 
 class HookedTransformerBackend(Backend):
@@ -304,11 +406,21 @@ class HookedTransformerBackend(Backend):
     def qk_site(self, layer: int, which: str) -> HookSite:
         return HookSite(f"blocks.{layer}.attn.hook_{which}", "bshd", int(self.cfg.d_head))
 
+    def add_hook_point(self, name: str, hook_point: Any) -> None:
+        if name in self.model.mod_dict:
+            raise ValueError(f"The model already has a hook point named {name!r}.")
+        self.model.mod_dict[name] = hook_point
+        self.model.hook_dict[name] = hook_point
+
+    def remove_hook_point(self, name: str) -> None:
+        self.model.mod_dict.pop(name, None)
+        self.model.hook_dict.pop(name, None)
+
     @contextlib.contextmanager
-    def table_recorder(self, layers: Sequence[int], n_pos: int, store: dict) -> Iterator[list]:
+    def table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
         for layer in layers:
             attn = self.model.blocks[layer].attn
-            store[layer] = (_upcast(attn.rotary_cos[:n_pos]), _upcast(attn.rotary_sin[:n_pos]))
+            store[layer] = {"cos": _upcast(attn.rotary_cos), "sin": _upcast(attn.rotary_sin)}
         yield []
 
 
@@ -335,6 +447,21 @@ class BridgeBackend(Backend):
         if all(self._uses_cos_sin_hooks(layer) for layer in range(self.n_layers)):
             return None
         return self.n_ctx
+
+    def add_hook_point(self, name: str, hook_point: Any) -> None:
+        if name in self.model.hook_dict:
+            raise ValueError(f"The model already has a hook point named {name!r}.")
+        self.model._hook_registry[name] = hook_point
+
+    def remove_hook_point(self, name: str) -> None:
+        self.model._hook_registry.pop(name, None)
+
+    def pattern_is_live(self, layer: int) -> bool:
+        # GPT-J's bridge wraps the HF attention and fires hook_pattern after the fact
+        return self._uses_cos_sin_hooks(layer)
+
+    def edit_site(self, layer: int) -> torch.nn.Module:
+        return self._hf_attn(layer)
 
     def _d_head(self, layer: int) -> int:
         hf = self._hf_attn(layer)
@@ -403,22 +530,23 @@ class BridgeBackend(Backend):
         return HookSite(f"blocks.{layer}.attn.hook_{which}", "bshd", d_head)
 
     @contextlib.contextmanager
-    def table_recorder(self, layers: Sequence[int], n_pos: int, store: dict) -> Iterator[list]:
+    def table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
         hooks = []
         handles = []
-        pending: dict[int, dict[str, Tensor]] = {layer: {} for layer in layers}
 
-        def tl_recorder(layer: int, which: str):
+        def tl_recorder(layer: int, which: str) -> Callable:
             def hook(tensor: Tensor, hook: Any) -> None:
-                pending[layer][which] = _upcast(tensor.reshape(-1, *tensor.shape[-2:])[0])
+                store.setdefault(layer, {})[which] = _upcast(tensor.reshape(-1, *tensor.shape[-2:])[0])
 
             return hook
 
-        def gptj_recorder(layer: int):
+        def gptj_recorder(layer: int) -> Callable:
             def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
                 sin, cos = kwargs["position_embeddings"]  # GPT-J passes (sin, cos), half width
-                pending[layer]["cos"] = _upcast(cos.reshape(-1, *cos.shape[-2:])[0]).repeat_interleave(2, -1)
-                pending[layer]["sin"] = _upcast(sin.reshape(-1, *sin.shape[-2:])[0]).repeat_interleave(2, -1)
+                store[layer] = {
+                    "cos": _upcast(cos.reshape(-1, *cos.shape[-2:])[0]).repeat_interleave(2, -1),
+                    "sin": _upcast(sin.reshape(-1, *sin.shape[-2:])[0]).repeat_interleave(2, -1),
+                }
 
             return pre_hook
 
@@ -435,9 +563,6 @@ class BridgeBackend(Backend):
         finally:
             for handle in handles:
                 handle.remove()
-        for layer, got in pending.items():
-            if "cos" in got and "sin" in got:
-                store[layer] = (got["cos"], got["sin"])
 
 
 def backend_for(model: Any) -> Backend:

@@ -355,6 +355,53 @@ class RopeLens:
         with self.model.hooks(fwd_hooks=fwd_hooks):
             yield
 
+    @contextlib.contextmanager
+    def plane_hooks(self, layers: Sequence[int] | None = None) -> Iterator[dict[int, str]]:
+        """Add per-frequency hook points ``blocks.{l}.attn.hook_plane_logits`` for the block.
+
+        Inside the block the names work with the model's own ``run_with_hooks``,
+        ``run_with_cache`` and ``hooks``. Each holds the layer's per-plane logits
+        ``[batch, head, plane, query, key]`` (fp64, scale included, pre-soft-cap, unmasked;
+        planes as in :meth:`frequency_logits`). A hook that returns (or writes) a changed
+        tensor re-weights the layer's attention to ``softmax(mask(soft-cap(Σ planes)))``;
+        an unchanged tensor leaves the model's computation untouched. The planes are only
+        computed for layers whose hook point has hooks. Everything is removed on exit.
+
+        Yields:
+            ``{layer: hook name}``.
+        """
+        from transformer_lens.hook_points import HookPoint
+
+        chosen = range(self.n_layers) if layers is None else sorted({self._layer(l).layer for l in layers})
+        points = {layer: HookPoint() for layer in chosen}
+        names = {layer: f"blocks.{layer}.attn.{PLANE_HOOK}" for layer in chosen}
+
+        def on_layer(layer: int, capture: LayerCapture) -> tuple[Tensor, Tensor] | None:
+            point = points[layer]
+            if not point._forward_hooks:
+                return None
+            planes = all_query_planes(self.layers[layer], capture)
+            reference = planes.clone()
+            edited = point(planes)
+            if torch.equal(edited, reference):
+                return None
+            return edited.sum(dim=2), reference.sum(dim=2)
+
+        added: list[str] = []
+        try:
+            for layer in chosen:
+                points[layer].name = names[layer]
+                self.backend.add_hook_point(names[layer], points[layer])
+                added.append(names[layer])
+            with self.backend.live_edits(list(chosen), on_layer):
+                yield dict(names)
+        finally:
+            for name in added:
+                self.backend.remove_hook_point(name)
+
+
+PLANE_HOOK = "hook_plane_logits"
+
 
 def _gating_hook(site: Any, head_mask: Float[Tensor, "head d_head"]) -> Any:
     def hook(tensor: Tensor, hook: Any) -> Tensor:
@@ -365,6 +412,19 @@ def _gating_hook(site: Any, head_mask: Float[Tensor, "head d_head"]) -> Any:
     return hook
 
 
+def all_query_planes(geo: LayerGeometry, capture: LayerCapture) -> Float[Tensor, "batch head plane query key"]:
+    """Per-plane logits from every query to every key (unmasked, pre-soft-cap, fp64).
+
+    ``capture`` must hold q at every position.
+    """
+    cos, sin = geometry.extend_tables(capture.cos, capture.sin, geo.d_head)
+    q_rot = geometry.rotate(capture.q.double().transpose(1, 2), cos, sin, geo.layout).transpose(1, 2)
+    k = capture.k[:, :, geo.kv_head_of].double()
+    k_rot = geometry.rotate(k.transpose(1, 2), cos, sin, geo.layout).transpose(1, 2)
+    planes = geometry.frequency_logits(q_rot, k_rot.unsqueeze(1), geo.layout, geo.scale)  # [b, q, h, plane, k]
+    return planes.permute(0, 2, 3, 1, 4)
+
+
 def pattern_error(geo: LayerGeometry, capture: LayerCapture) -> float:
     """Max |Δ| between the pattern rebuilt from the planes and the model's own, at every query.
 
@@ -373,14 +433,7 @@ def pattern_error(geo: LayerGeometry, capture: LayerCapture) -> float:
     if capture.pattern is None:
         raise ValueError("The capture holds no attention pattern; capture with with_pattern=True.")
     n_pos = capture.k.shape[1]
-    cos, sin = geometry.extend_tables(capture.cos, capture.sin, geo.d_head)
-    q_rot = geometry.rotate(capture.q.double().transpose(1, 2), cos, sin, geo.layout).transpose(1, 2)
-    k = capture.k[:, :, geo.kv_head_of].double()
-    k_rot = geometry.rotate(k.transpose(1, 2), cos, sin, geo.layout).transpose(1, 2)
-    # every query at once: [batch, query, head, plane, key]
-    planes = geometry.frequency_logits(q_rot, k_rot.unsqueeze(1), geo.layout, geo.scale)
-    logits = geometry.soft_cap(planes.sum(dim=-2), geo.softcap)
+    logits = geometry.soft_cap(all_query_planes(geo, capture).sum(dim=2), geo.softcap)
     visible = geometry.visible_keys(torch.arange(n_pos), n_pos, geo.window)  # [query, key]
-    logits = logits.masked_fill(~visible[None, :, None, :], float("-inf"))
-    rebuilt = torch.softmax(logits, dim=-1).transpose(1, 2)  # [batch, head, query, key]
+    rebuilt = torch.softmax(logits.masked_fill(~visible, float("-inf")), dim=-1)
     return float((rebuilt - capture.pattern.double()).abs().max())
