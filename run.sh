@@ -24,9 +24,9 @@ case "${1:-}" in
         shift
         make_env .venv "transformer-lens>=4,<5"
         .venv/bin/python -m pytest "$@"
-        # TransformerLens 3.9: HookedTransformer and the 3.9 TransformerBridge, backend tests only
+        # TransformerLens 3.9: the same suite on HookedTransformer and the 3.9 TransformerBridge
         make_env .venv39 "transformer-lens==3.9.*"
-        .venv39/bin/python -m pytest tests/test_geometry.py tests/test_lens.py tests/test_gating.py tests/test_rope_variants.py "$@"
+        .venv39/bin/python -m pytest "$@"
         ;;
     *)
         echo "usage: bash run.sh demo [--seed N] | bash run.sh test [pytest args]" >&2

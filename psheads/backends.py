@@ -232,7 +232,7 @@ class Backend:
                     return None
                 edited, _ = result
                 n_pos = edited.shape[-1]
-                visible = geometry.visible_keys(torch.arange(n_pos), n_pos, spec.window)
+                visible = geometry.visible_keys(torch.arange(n_pos, device=edited.device), n_pos, spec.window)
                 logits = geometry.soft_cap(edited, spec.softcap).masked_fill(~visible, float("-inf"))
                 return torch.softmax(logits, dim=-1).to(device=pattern.device, dtype=pattern.dtype)
 
@@ -255,7 +255,7 @@ class Backend:
                 mask = kwargs.get("attention_mask")
                 batch, n_pos = kwargs["hidden_states"].shape[:2]
                 if mask is None:
-                    mask = torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
+                    mask = torch.ones(n_pos, n_pos, dtype=torch.bool, device=kwargs["hidden_states"].device).tril()
                 if mask.dtype == torch.bool:
                     mask = torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, float("-inf"))
                 bias = mask.float().expand(batch, n_heads, n_pos, n_pos).clone()
@@ -316,7 +316,7 @@ class Backend:
         def keep_query(x: Tensor, pos_axis: int) -> Tensor:
             if query_index is None:
                 return x
-            picked = x.movedim(pos_axis, 1)[rows, query_index.to(x.device)]
+            picked = x.movedim(pos_axis, 1)[rows.to(x.device), query_index.to(x.device)]
             return picked.unsqueeze(pos_axis)
 
         def recorder(kind: str, layer: int, convert: Callable[[Tensor], Tensor] | None, stop: bool) -> Callable:

@@ -129,7 +129,7 @@ def rotate(
     layout: PlaneLayout,
 ) -> Float[Tensor, "*batch pos d_head"]:
     """Apply RoPE as the model does: ``x * cos + sign * x[partner] * sin``, per position."""
-    return x * cos + layout.sign.to(x) * x[..., layout.partner] * sin
+    return x * cos + layout.sign.to(x) * x[..., layout.partner.to(x.device)] * sin
 
 
 def plane_thetas(
@@ -166,7 +166,7 @@ def frequency_logits(
     ``k_rot`` must already be expanded to the query heads (GQA). Computed in fp64.
     """
     products = q_rot.double().unsqueeze(-3) * k_rot.double()  # [*batch, key, head, d_head]
-    logits = torch.einsum("...khd,dp->...hpk", products, layout.membership())
+    logits = torch.einsum("...khd,dp->...hpk", products, layout.membership().to(products.device))
     return logits * scale
 
 
@@ -197,9 +197,9 @@ def position_token_logits(
     sign = layout.sign.to(q)
     q_cos = q.unsqueeze(-2) * cos.double()  # [*batch, head, position, d]
     q_sin = q.unsqueeze(-2) * (sign * sin.double())
-    k_partner = k[..., layout.partner]
+    k_partner = k[..., layout.partner.to(k.device)]
     if by_frequency:
-        member = layout.membership()
+        member = layout.membership().to(q.device)
         out = torch.einsum("...hpd,...mhd,df->...hfpm", q_cos, k, member)
         out = out + torch.einsum("...hpd,...mhd,df->...hfpm", q_sin, k_partner, member)
     else:

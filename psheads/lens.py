@@ -271,7 +271,7 @@ class RopeLens:
     def _planes(geo: LayerGeometry, capture: LayerCapture, t: int) -> Float[Tensor, "batch head plane key"]:
         cos, sin = geometry.extend_tables(capture.cos, capture.sin, geo.d_head)
         q_rot = geometry.rotate(capture.q[:, 0].double(), cos[t], sin[t], geo.layout)
-        k = capture.k[:, : t + 1, geo.kv_head_of].double()  # [batch, key, head, d_head]
+        k = capture.k[:, : t + 1, geo.kv_head_of.to(capture.k.device)].double()  # [batch, key, head, d_head]
         k_rot = geometry.rotate(k.transpose(1, 2), cos[: t + 1], sin[: t + 1], geo.layout).transpose(1, 2)
         return geometry.frequency_logits(q_rot, k_rot, geo.layout, geo.scale)
 
@@ -293,7 +293,7 @@ class RopeLens:
         capture = self._capture(tokens, [geo.layer], t)[geo.layer]
         cos, sin = geometry.extend_tables(capture.cos, capture.sin, geo.d_head)
         q_rot = geometry.rotate(capture.q[:, 0].double(), cos[t], sin[t], geo.layout)
-        k = capture.k[:, : t + 1, geo.kv_head_of]
+        k = capture.k[:, : t + 1, geo.kv_head_of.to(capture.k.device)]
         return geometry.position_token_logits(
             q_rot, k, cos[: t + 1], sin[: t + 1], geo.layout, geo.scale, by_frequency=by_frequency
         )
@@ -419,7 +419,7 @@ def all_query_planes(geo: LayerGeometry, capture: LayerCapture) -> Float[Tensor,
     """
     cos, sin = geometry.extend_tables(capture.cos, capture.sin, geo.d_head)
     q_rot = geometry.rotate(capture.q.double().transpose(1, 2), cos, sin, geo.layout).transpose(1, 2)
-    k = capture.k[:, :, geo.kv_head_of].double()
+    k = capture.k[:, :, geo.kv_head_of.to(capture.k.device)].double()
     k_rot = geometry.rotate(k.transpose(1, 2), cos, sin, geo.layout).transpose(1, 2)
     planes = geometry.frequency_logits(q_rot, k_rot.unsqueeze(1), geo.layout, geo.scale)  # [b, q, h, plane, k]
     return planes.permute(0, 2, 3, 1, 4)
@@ -434,6 +434,6 @@ def pattern_error(geo: LayerGeometry, capture: LayerCapture) -> float:
         raise ValueError("The capture holds no attention pattern; capture with with_pattern=True.")
     n_pos = capture.k.shape[1]
     logits = geometry.soft_cap(all_query_planes(geo, capture).sum(dim=2), geo.softcap)
-    visible = geometry.visible_keys(torch.arange(n_pos), n_pos, geo.window)  # [query, key]
+    visible = geometry.visible_keys(torch.arange(n_pos, device=logits.device), n_pos, geo.window)  # [query, key]
     rebuilt = torch.softmax(logits.masked_fill(~visible, float("-inf")), dim=-1)
     return float((rebuilt - capture.pattern.double()).abs().max())

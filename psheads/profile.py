@@ -82,11 +82,11 @@ def frequency_profile(
         batch = tokens[start : start + batch_size]
         for layer, planes in lens.frequency_logits_by_layer(batch, chosen, query=t):
             geo = lens.layers[layer]
-            keys = torch.arange(first, t)
-            visible = geometry.visible_keys(torch.tensor([t]), t + 1, geo.window)[0, keys]
+            keys = torch.arange(first, t, device=planes.device)
+            visible = geometry.visible_keys(torch.tensor([t], device=planes.device), t + 1, geo.window)[0, keys]
             norms = planes[..., keys[visible]].norm(dim=-1)  # [batch, head, plane]
             shares = norms / norms.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
-            totals[layer] += shares.sum(dim=0)
+            totals[layer] += shares.sum(dim=0).cpu()
     rows, head_rows = [], []
     for layer in chosen:
         geo = lens.layers[layer]
