@@ -5,27 +5,29 @@ set -euo pipefail
 cd "$(dirname "$0")"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
 
-make_env() {  # make_env DIR [extra pip requirements...]
-    local dir=$1; shift
+make_env() {  # make_env DIR EXTRAS [extra pip requirements...]
+    local dir=$1 extras=$2; shift 2
     if [ ! -x "$dir/bin/python" ]; then
         python3 -m venv "$dir"
     fi
     "$dir/bin/pip" install -q --disable-pip-version-check torch==2.13.0
-    "$dir/bin/pip" install -q --disable-pip-version-check -e ".[test]" "$@"
+    local spec=.
+    [ -n "$extras" ] && spec=".[$extras]"
+    "$dir/bin/pip" install -q --disable-pip-version-check -e "$spec" "$@"
 }
 
 case "${1:-}" in
     demo)
         shift
-        make_env .venv
+        make_env .venv ""
         .venv/bin/python -m psheads demo "$@"
         ;;
     test)
         shift
-        make_env .venv "transformer-lens>=4,<5"
+        make_env .venv test,docs "transformer-lens>=4,<5"
         .venv/bin/python -m pytest "$@"
         # TransformerLens 3.9: the same suite on HookedTransformer and the 3.9 TransformerBridge
-        make_env .venv39 "transformer-lens==3.9.*"
+        make_env .venv39 test "transformer-lens==3.9.*"
         .venv39/bin/python -m pytest "$@"
         ;;
     *)

@@ -60,7 +60,8 @@ class LayerCapture:
         q: pre-rotary queries ``[batch, query, head, d_head]`` (``query`` = the requested query
             positions, or every position).
         k: pre-rotary keys ``[batch, pos, kv_head, d_head]``.
-        cos, sin: per-element rotation tables ``[pos, rotary_dim]`` the model used.
+        cos: per-element cos table ``[pos, rotary_dim]`` the model used.
+        sin: per-element sin table ``[pos, rotary_dim]``.
         pattern: the model's own attention pattern ``[batch, head, query, pos]``, when requested.
     """
 

@@ -187,7 +187,8 @@ def position_token_logits(
     Args:
         q_rot: rotated query at the query position (one per head).
         k_pre: pre-rotary keys of the tokens (expanded to query heads).
-        cos, sin: full-head tables at the positions (rows of M), as from :func:`extend_tables`.
+        cos: full-head cos table at the positions (rows of M), as from :func:`extend_tables`.
+        sin: full-head sin table at the same positions.
         layout: plane layout.
         scale: score scale.
         by_frequency: add a plane axis (F planes, then the unrotated slice).
