@@ -16,7 +16,7 @@ from tests import helpers
 
 FAMILIES = ["gptj", "neox", "llama", "mistral", "qwen2", "gemma", "gemma2", "gemma3"]
 # Families TransformerLens 3.9 can build as a HookedTransformer from a local directory.
-HOOKED_FAMILIES = ["gptj", "neox", "llama", "mistral", "qwen2"]
+HOOKED_FAMILIES = ["gptj", "neox", "llama", "mistral", "qwen2", "gemma", "gemma2"]
 
 
 @pytest.fixture(autouse=True)
