@@ -366,6 +366,8 @@ class RopeLens:
         tensor re-weights the layer's attention to ``softmax(mask(soft-cap(Σ planes)))``;
         an unchanged tensor leaves the model's computation untouched. The planes are only
         computed for layers whose hook point has hooks. Everything is removed on exit.
+        Edits are for analysis: gradients do not flow through an edited layer's pattern into
+        its q and k.
 
         Yields:
             ``{layer: hook name}``.
