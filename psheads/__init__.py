@@ -7,6 +7,7 @@ exact per-frequency RoPE logit decompositions. Lower-level pieces live in
 
 from psheads.lens import LayerGeometry, RopeLens, SelfCheckError
 from psheads.profile import FrequencyProfile, frequency_profile
+from psheads.scoring import ScoreConfig, score_heads, swap_attention
 
 __version__ = "0.1.0"
 
@@ -14,7 +15,10 @@ __all__ = [
     "FrequencyProfile",
     "LayerGeometry",
     "RopeLens",
+    "ScoreConfig",
     "SelfCheckError",
     "__version__",
     "frequency_profile",
+    "score_heads",
+    "swap_attention",
 ]

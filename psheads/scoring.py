@@ -1,0 +1,531 @@
+"""Positional–symbolic head scores (DESIGN.md §2), computed exactly from the matrix M.
+
+The swap score of paper B swaps two blocks of hidden states entering a layer and re-runs it.
+Every swapped input's logits are entries of ``M[p, m] = scale · q_rotᵀ R_p k̃_m`` (positions p,
+tokens m over the swappable set S), so one forward pass per batch gives every swap of every
+layer and head. All score arithmetic is fp64.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from importlib import metadata
+from typing import Any, Literal
+
+import pandas as pd
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from psheads import geometry
+from psheads.backends import LayerCapture
+from psheads.lens import LayerGeometry, RopeLens
+from psheads.prompts import Prompt, batches, prepare_prompts
+
+logger = logging.getLogger(__name__)
+
+Method = Literal["swap", "anova"]
+LABELS = ("positional", "symbolic", "uniform", "mixed")
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """Options of :func:`score_heads` (recorded in ``df.attrs["config"]``).
+
+    Attributes:
+        method: ``"swap"`` (paper B's swap score) or ``"anova"`` (all-permutation shares, §2.3).
+        tau: temperature of the swap weights α (the paper's 1e-4 makes α nearly an argmax).
+        block_size: positions per swapped block.
+        gamma: label threshold γ.
+        by_frequency: score every plane as its own single-frequency head.
+        reduce: average over prompts (False: one row per prompt).
+        batch_size: prompts per forward pass.
+        layers: layers to score (None = all).
+        heads: query heads to score (None = all).
+    """
+
+    method: Method = "swap"
+    tau: float = 1e-4
+    block_size: int = 1
+    gamma: float = 0.1
+    by_frequency: bool = False
+    reduce: bool = True
+    batch_size: int = 64
+    layers: tuple[int, ...] | None = None
+    heads: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in ("swap", "anova"):
+            raise ValueError(f"method must be 'swap' or 'anova', got {self.method!r}.")
+        if not (isinstance(self.tau, (int, float)) and self.tau > 0):
+            raise ValueError(f"tau must be a positive number, got {self.tau!r}.")
+        if not (isinstance(self.block_size, int) and self.block_size >= 1):
+            raise ValueError(f"block_size must be a positive int, got {self.block_size!r}.")
+        if not 0 <= self.gamma < 0.5:
+            raise ValueError(f"gamma must lie in [0, 0.5), got {self.gamma!r}.")
+        if not (isinstance(self.batch_size, int) and self.batch_size >= 1):
+            raise ValueError(f"batch_size must be a positive int, got {self.batch_size!r}.")
+        for name in ("layers", "heads"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, tuple(int(v) for v in value))
+
+    def to_dict(self) -> dict:
+        """Plain-JSON form."""
+        out = asdict(self)
+        for name in ("layers", "heads"):
+            out[name] = list(out[name]) if out[name] is not None else None
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ScoreConfig:
+        """Inverse of :meth:`to_dict`; unknown keys are logged and ignored."""
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            logger.warning("Ignoring unknown ScoreConfig keys: %s", sorted(unknown))
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# --- pure score arithmetic -----------------------------------------------------------------
+def make_blocks(n_swappable: int, block_size: int) -> Int[Tensor, "block size"]:
+    """Consecutive blocks of ``block_size`` indices into S from its start (the tail is dropped)."""
+    n_blocks = n_swappable // block_size
+    return torch.arange(n_blocks * block_size).reshape(n_blocks, block_size)
+
+
+def block_pairs(n_blocks: int) -> Int[Tensor, "pair 2"]:
+    """All pairs ``(i, j)``, ``i < j``, in lexicographic order."""
+    return torch.combinations(torch.arange(n_blocks), r=2)
+
+
+def swap_permutations(blocks: Tensor, pairs: Tensor, n_swappable: int) -> Int[Tensor, "pair n"]:
+    """``perm[π, p]``: the S-index of the token that sits at S-position ``p`` after swap π."""
+    perm = torch.arange(n_swappable).repeat(len(pairs), 1)
+    rows = torch.arange(len(pairs))[:, None]
+    perm[rows, blocks[pairs[:, 0]]] = blocks[pairs[:, 1]]
+    perm[rows, blocks[pairs[:, 1]]] = blocks[pairs[:, 0]]
+    return perm
+
+
+@dataclass
+class SwapAttention:
+    """Block attention before and after every swap (per leading index, e.g. prompt × head).
+
+    Attributes:
+        d_base: ``[..., block]`` attention mass of each block on the unswapped input.
+        d_swapped: ``[..., pair, 2]`` ``(d_i(πx), d_j(πx))`` for every pair ``(i, j)``.
+        entropy: ``[...]`` attention entropy at the query over every visible key, divided by
+            log(number of visible keys).
+        pairs: ``[pair, 2]`` block indices.
+    """
+
+    d_base: Tensor
+    d_swapped: Tensor
+    entropy: Tensor
+    pairs: Tensor = field(repr=False)
+
+
+def base_attention(
+    M: Float[Tensor, "*lead n n"], other: Float[Tensor, "*lead n_other"]
+) -> tuple[Float[Tensor, "*lead n"], Float[Tensor, "*lead"]]:
+    """Attention on S of the unswapped input, and the normalised entropy over every visible key.
+
+    The entropy is ``−Σ D log D / log(number of visible keys)`` (0 with a single key).
+    """
+    n = M.shape[-1]
+    logits = torch.cat([torch.diagonal(M, dim1=-2, dim2=-1), other], dim=-1).double()
+    log_d = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
+    d = log_d.exp()
+    n_visible = logits.shape[-1]
+    entropy = -(d * log_d).sum(-1) / math.log(n_visible) if n_visible > 1 else torch.zeros_like(d[..., 0])
+    return d[..., :n], entropy
+
+
+def swap_attention_from_M(
+    M: Float[Tensor, "*lead n n"],
+    other: Float[Tensor, "*lead n_other"],
+    block_size: int,
+    pair_chunk: int = 4096,
+) -> SwapAttention:
+    """Attention at the query for the input and every block swap, from ``M`` (fp64).
+
+    Each swapped input's logits are ``M[p, π(p)]`` on S and unchanged elsewhere; its
+    attention is a fresh softmax over all visible keys (no cancelling renormalisation).
+
+    Args:
+        M: logits ``M[p, m]`` over the swappable set (positions × tokens, S order).
+        other: logits to the visible keys outside S (never moved by a swap).
+        block_size: block size b.
+        pair_chunk: pairs evaluated at once (bounds memory on long prompts).
+    """
+    M, other = M.double(), other.double()
+    n = M.shape[-1]
+    lead = M.shape[:-2]
+    blocks = make_blocks(n, block_size).to(M.device)
+    pairs = block_pairs(len(blocks)).to(M.device)
+    d_s, entropy = base_attention(M, other)
+    d_base = d_s[..., blocks].sum(-1)
+    positions = torch.arange(n, device=M.device)[None, :]
+    swapped = []
+    for start in range(0, len(pairs), pair_chunk):
+        chunk = pairs[start : start + pair_chunk]
+        perm = swap_permutations(blocks, chunk, n)  # [pair, n]
+        moved = M[..., positions, perm]  # [..., pair, n]: M[p, π(p)]
+        rest = other.unsqueeze(-2).expand(*lead, len(chunk), other.shape[-1])
+        lse = torch.logsumexp(torch.cat([moved, rest], dim=-1), dim=-1, keepdim=True)
+        d_moved = (moved - lse).exp()
+        d_pair = [
+            torch.gather(d_moved, -1, blocks[chunk[:, side]].expand(*lead, len(chunk), block_size)).sum(-1)
+            for side in (0, 1)
+        ]
+        swapped.append(torch.stack(d_pair, dim=-1))
+    d_swapped = torch.cat(swapped, dim=-2) if swapped else d_base.new_zeros(*lead, 0, 2)
+    return SwapAttention(d_base=d_base, d_swapped=d_swapped, entropy=entropy, pairs=pairs)
+
+
+def _cosine(a: Tensor, b: Tensor) -> Tensor:
+    norm = a.norm(dim=-1) * b.norm(dim=-1)
+    return (a * b).sum(-1) / norm.clamp_min(torch.finfo(torch.float64).tiny)
+
+
+def swap_weights(swap: SwapAttention, tau: float) -> Float[Tensor, "*lead pair"]:
+    """α(π) = softmax over swaps of ``|d_i(x) − d_j(x)| / τ``."""
+    d_i = swap.d_base[..., swap.pairs[:, 0]]
+    d_j = swap.d_base[..., swap.pairs[:, 1]]
+    return torch.softmax((d_i - d_j).abs() / tau, dim=-1)
+
+
+def swap_scores(swap: SwapAttention, tau: float) -> tuple[Float[Tensor, "*lead"], Float[Tensor, "*lead"]]:
+    """Paper B's ``(s_POS, s_SYM)`` from block attentions (DESIGN.md §2.1)."""
+    d_i = swap.d_base[..., swap.pairs[:, 0]]
+    d_j = swap.d_base[..., swap.pairs[:, 1]]
+    weights = swap_weights(swap, tau)
+    original = torch.stack([d_i, d_j], dim=-1)
+    mirrored = torch.stack([d_j, d_i], dim=-1)
+    s_pos = (weights * _cosine(swap.d_swapped, original)).sum(-1)
+    s_sym = (weights * _cosine(swap.d_swapped, mirrored)).sum(-1)
+    return s_pos, s_sym
+
+
+def anova_shares(M: Float[Tensor, "*lead n n"]) -> tuple[Tensor, Tensor, Tensor]:
+    """Two-way decomposition of ``M − mean(M)`` over S: shares of position, token, interaction.
+
+    Shares sum to 1; a head with zero total variance (uniform) gets ``(1, 1, 0)`` so that the
+    labelling rule calls it uniform, as the swap score does.
+    """
+    M = M.double()
+    centred = M - M.mean(dim=(-2, -1), keepdim=True)
+    rows = centred.mean(dim=-1, keepdim=True)
+    cols = centred.mean(dim=-2, keepdim=True)
+    interaction = centred - rows - cols
+    n = M.shape[-1]
+    ss_pos = n * rows.square().sum(dim=(-2, -1))
+    ss_sym = n * cols.square().sum(dim=(-2, -1))
+    ss_int = interaction.square().sum(dim=(-2, -1))
+    total = ss_pos + ss_sym + ss_int
+    flat = total <= 1e-24 * (M.square().sum(dim=(-2, -1)) + 1e-300)
+    safe = torch.where(flat, torch.ones_like(total), total)
+    one = torch.ones_like(total)
+    return (
+        torch.where(flat, one, ss_pos / safe),
+        torch.where(flat, one, ss_sym / safe),
+        torch.where(flat, torch.zeros_like(total), ss_int / safe),
+    )
+
+
+def label(positional: float, symbolic: float, gamma: float = 0.1) -> str:
+    """The labelling rule of DESIGN.md §2.1 (γ: threshold)."""
+    high_pos, high_sym = positional >= 1 - gamma, symbolic >= 1 - gamma
+    if high_pos and high_sym:
+        return "uniform"
+    if high_pos and symbolic <= gamma:
+        return "positional"
+    if high_sym and positional <= gamma:
+        return "symbolic"
+    return "mixed"
+
+
+# --- the driver ------------------------------------------------------------------------------
+@dataclass
+class _Group:
+    """Prompts of one batch sharing the same query and key layout at one layer."""
+
+    rows: list[int]  # rows in the batch
+    prompts: list[int]  # global prompt indices
+    query: int
+    swappable: tuple[int, ...]
+    others: tuple[int, ...]
+
+
+def _layer_groups(prompts: list[Prompt], indices: list[int], geo: LayerGeometry, block_size: int) -> list[_Group]:
+    groups: dict[tuple, _Group] = {}
+    for row, index in enumerate(indices):
+        prompt = prompts[index]
+        t = prompt.query
+        visible = [j for j in range(t + 1) if geo.window is None or t - j < geo.window]
+        swappable = tuple(p for p in prompt.candidates if geo.window is None or t - p < geo.window)
+        if len(swappable) // block_size < 2:
+            raise ValueError(
+                f"Prompt {index} has {len(swappable)} swappable keys at layer {geo.layer} "
+                f"(query {t}, window {geo.window}): fewer than 2 blocks of {block_size}. Use longer "
+                "prompts, a smaller block_size or more swappable positions."
+            )
+        in_s = set(swappable)
+        others = tuple(j for j in visible if j not in in_s)
+        key = (t, swappable, others)
+        if key not in groups:
+            groups[key] = _Group([], [], t, swappable, others)
+        groups[key].rows.append(row)
+        groups[key].prompts.append(index)
+    return list(groups.values())
+
+
+def _group_logits(
+    geo: LayerGeometry, capture: LayerCapture, group: _Group, heads: Tensor, by_frequency: bool
+) -> tuple[Tensor, Tensor]:
+    """``M`` over S and the logits to the other visible keys for one group (soft-capped).
+
+    Shapes: ``[g, h, (plane,) n, n]`` and ``[g, h, (plane,) n_other]``.
+    """
+    rows = torch.tensor(group.rows, device=capture.k.device)
+    cos, sin = geometry.extend_tables(capture.cos, capture.sin, geo.d_head)
+    t = group.query
+    q = capture.q[rows, 0][:, heads.to(capture.q.device)].double()  # [g, h, d]
+    q_rot = geometry.rotate(q, cos[t], sin[t], geo.layout)
+    kv = geo.kv_head_of[heads].to(capture.k.device)
+    swap = torch.tensor(group.swappable, device=capture.k.device)
+    other = torch.tensor(group.others, device=capture.k.device, dtype=torch.long)
+    k_swap = capture.k[rows][:, swap][:, :, kv]  # [g, n, h, d]
+    M = geometry.position_token_logits(q_rot, k_swap, cos[swap], sin[swap], geo.layout, geo.scale, by_frequency)
+    k_other = capture.k[rows][:, other][:, :, kv].double()
+    k_other_rot = geometry.rotate(k_other.transpose(1, 2), cos[other], sin[other], geo.layout).transpose(1, 2)
+    other_logits = geometry.frequency_logits(q_rot, k_other_rot, geo.layout, geo.scale)  # [g, h, plane, n_o]
+    if not by_frequency:
+        other_logits = other_logits.sum(dim=-2)
+    return geometry.soft_cap(M, geo.softcap), geometry.soft_cap(other_logits, geo.softcap)
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for package in ("psheads", "torch", "transformer-lens", "transformers", "pandas"):
+        try:
+            out[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            out[package] = "not installed"
+    return out
+
+
+def _iter_scores(
+    lens: RopeLens, prompts: list[Prompt], config: ScoreConfig, layers: list[int], progress: bool | None
+) -> Iterator[dict]:
+    """Yield one record per (prompt, layer, head[, plane]) with the unreduced scores."""
+    n_batches = math.ceil(len(prompts) / config.batch_size)
+    disable = (not sys.stderr.isatty()) if progress is None else not progress
+    for indices, tokens, query in tqdm(batches(prompts, config.batch_size), total=n_batches,
+                                       desc="score_heads", disable=disable):
+        captures = lens.backend.capture(tokens, layers, query_index=query)
+        for layer in layers:
+            geo = lens.layers[layer]
+            capture = captures.pop(layer)
+            heads = torch.tensor(config.heads if config.heads is not None else range(geo.n_heads))
+            for group in _layer_groups(prompts, indices, geo, config.block_size):
+                # by_frequency materialises M per plane: stream over heads to bound memory
+                chunks = heads.split(1) if config.by_frequency else [heads]
+                for head_chunk in chunks:
+                    yield from _score_group(lens, geo, capture, group, head_chunk, config)
+
+
+def _score_group(
+    lens: RopeLens, geo: LayerGeometry, capture: LayerCapture, group: _Group, heads: Tensor, config: ScoreConfig
+) -> Iterator[dict]:
+    M, other = _group_logits(geo, capture, group, heads, config.by_frequency)
+    if config.method == "swap":
+        swap = swap_attention_from_M(M, other, config.block_size)
+        positional, symbolic = swap_scores(swap, config.tau)
+        entropy = swap.entropy
+    else:
+        positional, symbolic, interaction = anova_shares(M)
+        entropy = base_attention(M, other)[1]
+    plane_ids = list(range(1, geo.n_planes + 1)) + [0]
+    thetas = geo.theta.tolist() + [0.0]
+    for g, prompt in enumerate(group.prompts):
+        for h, head in enumerate(heads.tolist()):
+            base = {"prompt": prompt, "layer": geo.layer, "head": head, "kv_head": int(geo.kv_head_of[head])}
+            if config.by_frequency:
+                for slot, (plane, theta) in enumerate(zip(plane_ids, thetas)):
+                    record = {**base, "plane": plane, "theta": theta,
+                              "positional": float(positional[g, h, slot]), "symbolic": float(symbolic[g, h, slot]),
+                              "entropy": float(entropy[g, h, slot])}
+                    if config.method == "anova":
+                        record["interaction"] = float(interaction[g, h, slot])
+                    yield record
+            else:
+                record = {**base, "positional": float(positional[g, h]), "symbolic": float(symbolic[g, h]),
+                          "entropy": float(entropy[g, h])}
+                if config.method == "anova":
+                    record["interaction"] = float(interaction[g, h])
+                yield record
+
+
+def score_heads(
+    model_or_lens: Any,
+    prompts: Any,
+    *,
+    query: int | Sequence[int] | None = None,
+    swappable: Sequence[int] | Sequence[Sequence[int]] | slice | None = None,
+    exclude_bos: bool | None = None,
+    prepend_bos: bool | None = None,
+    tau: float = 1e-4,
+    block_size: int = 1,
+    gamma: float = 0.1,
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    by_frequency: bool = False,
+    method: Method = "swap",
+    batch_size: int = 64,
+    progress: bool | None = None,
+    reduce: bool = True,
+) -> pd.DataFrame:
+    """Positional and symbolic scores of every head, exactly and without re-running anything.
+
+    Args:
+        model_or_lens: a TransformerLens RoPE model, or a :class:`~psheads.RopeLens` (reused, so
+            its self-check is not repeated).
+        prompts: strings, a LongTensor ``[n, pos]`` or token-id lists (see :mod:`psheads.prompts`).
+        query: query position (default: each prompt's last token), an int or one per prompt.
+        swappable: key positions that may be swapped (default: every key before the query except
+            BOS; keys a layer's sliding window masks are always dropped).
+        exclude_bos: drop position 0 from the default set (None: when it is the BOS token).
+        prepend_bos: for string prompts (None: the model's default).
+        tau: swap-weight temperature τ.
+        block_size: positions per swapped block (S is cut from its start; the tail is dropped).
+        gamma: label threshold γ.
+        layers: layers to score (default all).
+        heads: query heads to score (default all).
+        by_frequency: score each plane as its own head (adds ``plane`` and ``theta``).
+        method: ``"swap"`` (paper B's definition) or ``"anova"`` (exact all-permutation shares;
+            adds ``interaction``).
+        batch_size: prompts per forward pass; memory is bounded by one batch.
+        progress: progress bar (default: only on a TTY).
+        reduce: average over prompts (False: one row per prompt, with a ``prompt`` column).
+
+    Returns:
+        A tidy frame, one row per (layer, head[, plane]) with ``positional, symbolic,
+        positional_std, symbolic_std, label, entropy, n_prompts`` (std over prompts, ddof=0);
+        the configuration and versions are in ``df.attrs``.
+    """
+    config = ScoreConfig(method=method, tau=tau, block_size=block_size, gamma=gamma, by_frequency=by_frequency,
+                         reduce=reduce, batch_size=batch_size, layers=layers, heads=heads)
+    lens = model_or_lens if isinstance(model_or_lens, RopeLens) else RopeLens(model_or_lens)
+    chosen = sorted({lens._layer(l).layer for l in layers}) if layers is not None else list(range(lens.n_layers))
+    if config.heads is not None:
+        n_heads = min(lens.layers[layer].n_heads for layer in chosen)
+        bad = [h for h in config.heads if not 0 <= h < n_heads]
+        if bad or not config.heads:
+            raise ValueError(f"heads {list(config.heads)} must be a non-empty list of heads in 0…{n_heads - 1}.")
+    prepared = prepare_prompts(lens, prompts, query=query, swappable=swappable, exclude_bos=exclude_bos,
+                               prepend_bos=prepend_bos)
+    frame = pd.DataFrame(list(_iter_scores(lens, prepared, config, chosen, progress)))
+    keys = ["layer", "head", "kv_head"] + (["plane", "theta"] if by_frequency else [])
+    frame = frame.sort_values(["prompt", *keys], kind="stable").reset_index(drop=True)
+    if reduce:
+        frame = _reduce(frame, keys, method)
+    frame["label"] = [label(p, s, gamma) for p, s in zip(frame["positional"], frame["symbolic"])]
+    frame.attrs.update({
+        "config": config.to_dict(),
+        "model": lens.backend.model_name,
+        "backend": lens.backend.kind,
+        "dtype": str(lens.backend.dtype),
+        "n_prompts": len(prepared),
+        "versions": _versions(),
+    })
+    return frame
+
+
+def _reduce(frame: pd.DataFrame, keys: list[str], method: Method) -> pd.DataFrame:
+    values = ["positional", "symbolic", "entropy"] + (["interaction"] if method == "anova" else [])
+    grouped = frame.groupby(keys, sort=True)
+    out = grouped[values].mean()
+    std = grouped[["positional", "symbolic"]].std(ddof=0)
+    out["positional_std"] = std["positional"]
+    out["symbolic_std"] = std["symbolic"]
+    out["n_prompts"] = grouped.size()
+    return out.reset_index()[[*keys, "positional", "symbolic", "positional_std", "symbolic_std",
+                              *(["interaction"] if method == "anova" else []), "entropy", "n_prompts"]]
+
+
+def swap_attention(
+    model_or_lens: Any,
+    prompt: Any,
+    layer: int,
+    head: int,
+    *,
+    query: int | None = None,
+    swappable: Sequence[int] | slice | None = None,
+    exclude_bos: bool | None = None,
+    prepend_bos: bool | None = None,
+    block_size: int = 1,
+    tau: float = 1e-4,
+) -> pd.DataFrame:
+    """Every swap of one prompt and head: block attention before and after, weight and cosines.
+
+    Args:
+        model_or_lens: a TransformerLens RoPE model or a :class:`~psheads.RopeLens`.
+        prompt: one prompt (a string, a 1-D LongTensor or a list of token ids).
+        layer: layer index.
+        head: query head.
+        query, swappable, exclude_bos, prepend_bos, block_size, tau: as in :func:`score_heads`.
+
+    Returns:
+        One row per swap ``(i, j)``: ``block_i, block_j, positions_i, positions_j, d_i, d_j``
+        (attention of the blocks on the input), ``d_i_swapped, d_j_swapped`` (after the swap),
+        ``weight`` (α), ``cos_positional``, ``cos_symbolic``. ``attrs`` holds ``positional``
+        and ``symbolic`` (the head's scores on this prompt).
+    """
+    config = ScoreConfig(tau=tau, block_size=block_size, heads=(head,))
+    lens = model_or_lens if isinstance(model_or_lens, RopeLens) else RopeLens(model_or_lens)
+    geo = lens._layer(layer)
+    if not isinstance(head, int) or not 0 <= head < geo.n_heads:
+        raise ValueError(f"head {head!r} is out of range: layer {geo.layer} has {geo.n_heads} heads.")
+    if isinstance(prompt, (str, Tensor)) and not (isinstance(prompt, Tensor) and prompt.ndim == 2):
+        prompts = [prompt] if isinstance(prompt, str) or prompt.ndim == 1 else prompt
+    else:
+        prompts = [prompt]
+    prepared = prepare_prompts(lens, prompts, query=query, swappable=swappable, exclude_bos=exclude_bos,
+                               prepend_bos=prepend_bos)
+    if len(prepared) != 1:
+        raise ValueError(f"swap_attention takes one prompt, got {len(prepared)}.")
+    (indices, tokens, query_index), = batches(prepared, 1)
+    capture = lens.backend.capture(tokens, [geo.layer], query_index=query_index)[geo.layer]
+    (group,) = _layer_groups(prepared, indices, geo, config.block_size)
+    M, other = _group_logits(geo, capture, group, torch.tensor([head]), by_frequency=False)
+    swap = swap_attention_from_M(M[0, 0], other[0, 0], config.block_size)
+    weights = swap_weights(swap, tau)
+    positional, symbolic = swap_scores(swap, tau)
+    d_i, d_j = swap.d_base[swap.pairs[:, 0]], swap.d_base[swap.pairs[:, 1]]
+    original = torch.stack([d_i, d_j], dim=-1)
+    blocks = make_blocks(len(group.swappable), config.block_size)
+    positions = [tuple(group.swappable[k] for k in block.tolist()) for block in blocks]
+    frame = pd.DataFrame({
+        "block_i": swap.pairs[:, 0].tolist(),
+        "block_j": swap.pairs[:, 1].tolist(),
+        "positions_i": [positions[i] for i in swap.pairs[:, 0].tolist()],
+        "positions_j": [positions[j] for j in swap.pairs[:, 1].tolist()],
+        "d_i": d_i.tolist(),
+        "d_j": d_j.tolist(),
+        "d_i_swapped": swap.d_swapped[:, 0].tolist(),
+        "d_j_swapped": swap.d_swapped[:, 1].tolist(),
+        "weight": weights.tolist(),
+        "cos_positional": _cosine(swap.d_swapped, original).tolist(),
+        "cos_symbolic": _cosine(swap.d_swapped, original.flip(-1)).tolist(),
+    })
+    frame.attrs.update({"layer": geo.layer, "head": head, "query": group.query, "positional": float(positional),
+                        "symbolic": float(symbolic), "config": config.to_dict(), "model": lens.backend.model_name})
+    return frame
