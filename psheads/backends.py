@@ -46,11 +46,6 @@ class LayerSpec:
     softcap: float | None
     window: int | None
 
-    def kv_head_of(self) -> torch.Tensor:
-        """``[n_heads]`` KV head read by each query head (repeat_interleave order)."""
-        group = self.n_heads // self.n_kv_heads
-        return torch.arange(self.n_heads) // group
-
 
 @dataclass
 class LayerCapture:
@@ -110,10 +105,24 @@ def _upcast(x: Tensor) -> Tensor:
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x.clone()
 
 
+def all_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's modules plus those of a bridge's HF model, each once."""
+    seen: dict[int, torch.nn.Module] = {}
+    for root in (model, getattr(model, "original_model", None)):
+        if isinstance(root, torch.nn.Module):
+            for module in root.modules():
+                seen.setdefault(id(module), module)
+    return list(seen.values())
+
+
 @contextlib.contextmanager
 def preserved_state(model: torch.nn.Module) -> Iterator[None]:
-    """Run in eval mode (dropout off) and restore every module's own training flag afterwards."""
-    flags = [(module, module.training) for module in model.modules()]
+    """Run in eval mode (dropout off) and restore every module's own training flag afterwards.
+
+    A TransformerBridge's ``train``/``eval`` also reach its HF model, which is not a registered
+    submodule: its modules are restored too.
+    """
+    flags = [(module, module.training) for module in all_modules(model)]
     model.eval()
     try:
         yield
@@ -173,6 +182,10 @@ class Backend:
         """Static attention facts of ``layer``."""
         raise NotImplementedError
 
+    def forward(self, tokens: Tensor) -> None:
+        """Run the model on ``tokens`` (its output is not needed)."""
+        self.model(tokens)
+
     # --- per-layer hook plumbing (subclasses) ---------------------------------------------
     def qk_site(self, layer: int, which: str) -> HookSite:
         """Where pre-rotary ``which`` ("q" or "k") of ``layer`` can be read and edited."""
@@ -181,7 +194,7 @@ class Backend:
     @contextlib.contextmanager
     def table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
         """Context yielding extra TL hooks that fill ``store[layer] = {"cos": …, "sin": …}``
-        (``[pos, rotary_dim]``, at least as long as the input) while the forward runs."""
+        (``[pos, rotary_dim]``, the tables the layer rotated with) while the forward runs."""
         raise NotImplementedError
         yield []  # pragma: no cover
 
@@ -310,6 +323,8 @@ class Backend:
             ``{layer: LayerCapture}``. The forward stops after the last requested layer.
         """
         layers = sorted(set(layers))
+        if not layers:
+            raise ValueError("No layers requested: pass at least one layer.")
         rows = torch.arange(tokens.shape[0])
         store: dict[str, dict[int, Tensor]] = {"q": {}, "k": {}, "pattern": {}}
         last_layer = layers[-1]
@@ -346,11 +361,13 @@ class Backend:
             elif stop_here:
                 hooks.append((self.pattern_hook(layer), recorder("", layer, None, True)))
         tokens = tokens.to(self.device)
-        with preserved_state(self.model), torch.inference_mode():
+        # no_grad, not inference_mode: buffers the model grows during this forward (rotary
+        # caches, dynamic-NTK frequencies) must stay usable for the user's own backward passes
+        with preserved_state(self.model), torch.no_grad():
             with self.table_recorder(layers, tables) as table_hooks:
                 with self.model.hooks(fwd_hooks=hooks + table_hooks):
                     try:
-                        self.model(tokens)
+                        self.forward(tokens)
                     except _StopForward:
                         pass
         n_pos = tokens.shape[1]
@@ -378,16 +395,19 @@ class HookedTransformerBackend(Backend):
 
     def __init__(self, model: Any) -> None:
         super().__init__(model)
-        if getattr(self.cfg, "use_qk_norm", False):
-            raise ValueError(
-                "This HookedTransformer normalises q/k after hook_q/hook_k (QK-norm), which psheads "
-                "does not decompose on this backend. Boot the model with "
-                "TransformerBridge.boot_transformers(...) instead."
-            )
+        for flag, what in (("use_qk_norm", "normalises q/k after hook_q/hook_k (QK-norm)"),
+                           ("use_logn_attn", "scales queries by log-n beyond the training length")):
+            if getattr(self.cfg, flag, False):
+                raise ValueError(
+                    f"This HookedTransformer {what}, which psheads does not decompose on this backend. "
+                    "Boot the model with TransformerBridge.boot_transformers(...) instead."
+                )
 
     def layer_spec(self, layer: int) -> LayerSpec:
         cfg = self.cfg
         n_kv = getattr(cfg, "n_key_value_heads", None) or cfg.n_heads
+        if getattr(cfg, "ungroup_grouped_query_attention", False):  # hook_k then carries every head
+            n_kv = cfg.n_heads
         use_scale = getattr(cfg, "use_attn_scale", True)
         softcap = getattr(cfg, "attn_scores_soft_cap", -1.0)
         window = None
@@ -419,10 +439,22 @@ class HookedTransformerBackend(Backend):
 
     @contextlib.contextmanager
     def table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
-        for layer in layers:
+        # read after the rotation: the attention grows (and, with dynamic NTK, rebuilds) its
+        # tables during the forward
+        def recorder(layer: int) -> Callable:
             attn = self.model.blocks[layer].attn
-            store[layer] = {"cos": _upcast(attn.rotary_cos), "sin": _upcast(attn.rotary_sin)}
-        yield []
+
+            def hook(tensor: Tensor, hook: Any) -> None:
+                n_pos = tensor.shape[1]
+                store[layer] = {"cos": _upcast(attn.rotary_cos[:n_pos]), "sin": _upcast(attn.rotary_sin[:n_pos])}
+
+            return hook
+
+        yield [(f"blocks.{layer}.attn.hook_rot_k", recorder(layer)) for layer in layers]
+
+    def forward(self, tokens: Tensor) -> None:
+        # an explicit all-ones mask: positions 0…N−1 even if the tokenizer pads on the left
+        self.model(tokens, attention_mask=torch.ones_like(tokens))
 
 
 class BridgeBackend(Backend):

@@ -27,6 +27,8 @@ def _demo(args: argparse.Namespace) -> int:
               f"{geo.pairing:>8} {float(geo.theta[0]):>9.3g} {float(geo.theta[-1]):>9.3g} {geo.scale:>7.4f}")
     generator = torch.Generator().manual_seed(args.seed)
     tokens = torch.randint(0, int(model.cfg.d_vocab), (args.prompts, args.length), generator=generator)
+    if args.length < 2:
+        raise SystemExit("psheads demo: --length must be at least 2 (the query needs a key before it)")
     profile = frequency_profile(lens, tokens, progress=not args.quiet)
     print(f"\nFrequency usage on {args.prompts} random prompts of {args.length} tokens (query = last token)")
     print(f"{'layer':>5} {'head':>4} {'dominant':>8} {'mean_id':>7}  top-3 planes (share)")
@@ -38,14 +40,21 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``psheads`` argument parser."""
     parser = argparse.ArgumentParser(prog="psheads", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="geometry and frequency usage of a seeded random paper-B GPT-J")
     demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--prompts", type=int, default=64, help="number of random prompts")
-    demo.add_argument("--length", type=int, default=17, help="tokens per prompt")
+    demo.add_argument("--prompts", type=_positive_int, default=64, help="number of random prompts")
+    demo.add_argument("--length", type=_positive_int, default=17, help="tokens per prompt (at least 2)")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
     demo.set_defaults(run=_demo)
     return parser

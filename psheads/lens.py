@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import operator
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,16 @@ SELF_CHECK_TOLERANCE: dict[torch.dtype, float] = {
     torch.float16: 5e-3,
     torch.bfloat16: 3e-2,
 }
+
+
+def as_index(value: Any, name: str) -> int:
+    """An int from an int-like (Python, numpy or 0-d torch integer); TypeError otherwise."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got a bool.")
+    try:
+        return operator.index(value)
+    except TypeError as err:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}.") from err
 
 
 class SelfCheckError(RuntimeError):
@@ -110,7 +121,7 @@ def _layer_geometry(layer: int, spec: LayerSpec, capture: LayerCapture) -> Layer
     rotary_dim = int(capture.cos.shape[-1])
     native = geometry.plane_layout(spec.d_head, rotary_dim, spec.pairing)
     cos, sin = geometry.extend_tables(capture.cos, capture.sin, spec.d_head)
-    theta, magnitude = geometry.plane_thetas(cos, sin, native)
+    theta, magnitude = (x.cpu() for x in geometry.plane_thetas(cos, sin, native))
     order = geometry.frequency_order(theta)
     return LayerGeometry(
         layer=layer,
@@ -132,8 +143,8 @@ class RopeLens:
     """Wrap a TransformerLens RoPE model for exact per-frequency logit decompositions.
 
     The model is never changed: every hook is removed on exit (also on error), and the
-    training flags are restored. Analysis runs in eval mode under ``torch.inference_mode()``
-    with q/k upcast to fp32 and products in fp64.
+    training flags are restored. Analysis runs in eval mode under ``torch.no_grad()`` with q/k
+    upcast to fp32 and products in fp64.
 
     Args:
         model: a ``TransformerBridge`` or ``HookedTransformer`` using RoPE.
@@ -152,8 +163,8 @@ class RopeLens:
     def __init__(self, model: Any, self_check: bool = True, probe_length: int = 32, seed: int = 0) -> None:
         if isinstance(model, RopeLens):
             raise TypeError("This is already a RopeLens; use it directly.")
-        if probe_length < 2:
-            raise ValueError(f"probe_length must be at least 2, got {probe_length}.")
+        if not isinstance(probe_length, int) or isinstance(probe_length, bool) or probe_length < 2:
+            raise ValueError(f"probe_length must be an int of at least 2, got {probe_length!r}.")
         self.backend: Backend = backend_for(model)
         self.model = model
         n_pos = min(probe_length, self.backend.n_ctx)
@@ -217,16 +228,14 @@ class RopeLens:
         return tokens.long()
 
     def _layer(self, layer: int) -> LayerGeometry:
-        if not isinstance(layer, int) or isinstance(layer, bool):
-            raise TypeError(f"layer must be an int, got {type(layer).__name__}.")
+        layer = as_index(layer, "layer")
         if not -self.n_layers <= layer < self.n_layers:
             raise ValueError(f"layer {layer} is out of range for a model with {self.n_layers} layers.")
         return self.layers[layer % self.n_layers]
 
     @staticmethod
     def _query(query: int, n_pos: int) -> int:
-        if not isinstance(query, int) or isinstance(query, bool):
-            raise TypeError(f"query must be an int position, got {type(query).__name__}.")
+        query = as_index(query, "query")
         if not -n_pos <= query < n_pos:
             raise ValueError(f"query {query} is out of range for sequences of {n_pos} tokens (use 0…{n_pos - 1} or negative).")
         return query % n_pos
@@ -269,11 +278,9 @@ class RopeLens:
 
     @staticmethod
     def _planes(geo: LayerGeometry, capture: LayerCapture, t: int) -> Float[Tensor, "batch head plane key"]:
-        cos, sin = geometry.extend_tables(capture.cos, capture.sin, geo.d_head)
-        q_rot = geometry.rotate(capture.q[:, 0].double(), cos[t], sin[t], geo.layout)
-        k = capture.k[:, : t + 1, geo.kv_head_of.to(capture.k.device)].double()  # [batch, key, head, d_head]
-        k_rot = geometry.rotate(k.transpose(1, 2), cos[: t + 1], sin[: t + 1], geo.layout).transpose(1, 2)
-        return geometry.frequency_logits(q_rot, k_rot, geo.layout, geo.scale)
+        keys = torch.arange(t + 1, device=capture.k.device)
+        return geometry.frequency_logits(rotated_query(geo, capture, t), rotated_keys(geo, capture, keys),
+                                         geo.layout, geo.scale)
 
     def position_token_logits(
         self, tokens: Any, layer: int, query: int = -1, by_frequency: bool = False
@@ -292,15 +299,32 @@ class RopeLens:
         t = self._query(query, tokens.shape[1])
         capture = self._capture(tokens, [geo.layer], t)[geo.layer]
         cos, sin = geometry.extend_tables(capture.cos, capture.sin, geo.d_head)
-        q_rot = geometry.rotate(capture.q[:, 0].double(), cos[t], sin[t], geo.layout)
-        k = capture.k[:, : t + 1, geo.kv_head_of.to(capture.k.device)]
+        keys = torch.arange(t + 1, device=capture.k.device)
         return geometry.position_token_logits(
-            q_rot, k, cos[: t + 1], sin[: t + 1], geo.layout, geo.scale, by_frequency=by_frequency
+            rotated_query(geo, capture, t), head_keys(geo, capture)[:, keys], cos[keys], sin[keys],
+            geo.layout, geo.scale, by_frequency=by_frequency,
         )
 
     def _capture(self, tokens: Tensor, layers: Sequence[int], query: int) -> dict[int, LayerCapture]:
-        query_index = torch.full((tokens.shape[0],), query, dtype=torch.long)
-        return self.backend.capture(tokens, layers, query_index=query_index)
+        return self.capture(tokens, layers, torch.full((tokens.shape[0],), query, dtype=torch.long))
+
+    def capture(
+        self, tokens: Tensor, layers: Sequence[int], query_index: Tensor | None = None
+    ) -> dict[int, LayerCapture]:
+        """One forward pass recording q (at ``query_index`` per row), k̃ and tables (validated)."""
+        captures = self.backend.capture(tokens, layers, query_index=query_index)
+        for layer, capture in captures.items():
+            self._check_capture(layer, capture)
+        return captures
+
+    def _check_capture(self, layer: int, capture: LayerCapture) -> None:
+        geo = self.layers[layer]
+        if capture.k.shape[2] != geo.n_kv_heads or capture.q.shape[2] != geo.n_heads:
+            raise RuntimeError(
+                f"Layer {layer}: the model now gives {capture.q.shape[2]} query and {capture.k.shape[2]} key "
+                f"heads, but was wrapped with {geo.n_heads} and {geo.n_kv_heads}: its configuration changed "
+                "after wrapping. Build a new RopeLens."
+            )
 
     # --- self-check -------------------------------------------------------------------------
     def _self_check(self, captures: dict[int, LayerCapture]) -> None:
@@ -344,9 +368,9 @@ class RopeLens:
         for layer in layers:
             geo = self.layers[layer]
             n = geo.n_kv_heads if keys else geo.n_heads
-            chosen = range(n) if heads is None else list(heads)
+            chosen = range(n) if heads is None else [as_index(h, "head") for h in heads]
             for head in chosen:
-                if not isinstance(head, int) or not 0 <= head < n:
+                if not 0 <= head < n:
                     raise ValueError(f"head {head!r} is out of range: layer {layer} has {n} {'KV ' if keys else ''}heads.")
             head_mask = torch.ones(n, geo.d_head, dtype=torch.float64)
             head_mask[list(chosen)] = geometry.plane_keep_mask(geo.layout, planes)
@@ -382,6 +406,7 @@ class RopeLens:
             point = points[layer]
             if not point._forward_hooks:
                 return None
+            self._check_capture(layer, capture)
             planes = all_query_planes(self.layers[layer], capture)
             reference = planes.clone()
             edited = point(planes)
@@ -414,6 +439,24 @@ def _gating_hook(site: Any, head_mask: Float[Tensor, "head d_head"]) -> Any:
     return hook
 
 
+def head_keys(geo: LayerGeometry, capture: LayerCapture) -> Float[Tensor, "batch pos head d_head"]:
+    """Pre-rotary keys expanded to the query heads (GQA: head h reads KV head h // group), fp64."""
+    return capture.k[:, :, geo.kv_head_of.to(capture.k.device)].double()
+
+
+def rotated_query(geo: LayerGeometry, capture: LayerCapture, t: int) -> Float[Tensor, "batch head d_head"]:
+    """The query captured at position ``t``, rotated with the model's table row ``t`` (fp64)."""
+    cos, sin = geometry.extend_tables(capture.cos, capture.sin, geo.d_head)
+    return geometry.rotate(capture.q[:, 0].double(), cos[t], sin[t], geo.layout)
+
+
+def rotated_keys(geo: LayerGeometry, capture: LayerCapture, keys: Tensor) -> Float[Tensor, "batch key head d_head"]:
+    """Keys at positions ``keys``, expanded to query heads and rotated at their own positions."""
+    cos, sin = geometry.extend_tables(capture.cos, capture.sin, geo.d_head)
+    k = head_keys(geo, capture)[:, keys]
+    return geometry.rotate(k.transpose(1, 2), cos[keys], sin[keys], geo.layout).transpose(1, 2)
+
+
 def all_query_planes(geo: LayerGeometry, capture: LayerCapture) -> Float[Tensor, "batch head plane query key"]:
     """Per-plane logits from every query to every key (unmasked, pre-soft-cap, fp64).
 
@@ -421,8 +464,7 @@ def all_query_planes(geo: LayerGeometry, capture: LayerCapture) -> Float[Tensor,
     """
     cos, sin = geometry.extend_tables(capture.cos, capture.sin, geo.d_head)
     q_rot = geometry.rotate(capture.q.double().transpose(1, 2), cos, sin, geo.layout).transpose(1, 2)
-    k = capture.k[:, :, geo.kv_head_of.to(capture.k.device)].double()
-    k_rot = geometry.rotate(k.transpose(1, 2), cos, sin, geo.layout).transpose(1, 2)
+    k_rot = rotated_keys(geo, capture, torch.arange(capture.k.shape[1], device=capture.k.device))
     planes = geometry.frequency_logits(q_rot, k_rot.unsqueeze(1), geo.layout, geo.scale)  # [b, q, h, plane, k]
     return planes.permute(0, 2, 3, 1, 4)
 
@@ -439,3 +481,8 @@ def pattern_error(geo: LayerGeometry, capture: LayerCapture) -> float:
     visible = geometry.visible_keys(torch.arange(n_pos, device=logits.device), n_pos, geo.window)  # [query, key]
     rebuilt = torch.softmax(logits.masked_fill(~visible, float("-inf")), dim=-1)
     return float((rebuilt - capture.pattern.double()).abs().max())
+
+
+def as_lens(model_or_lens: Any) -> RopeLens:
+    """Return a :class:`RopeLens` (wrapping a model, or the lens itself, so no second self-check)."""
+    return model_or_lens if isinstance(model_or_lens, RopeLens) else RopeLens(model_or_lens)

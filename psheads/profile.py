@@ -12,13 +12,15 @@ import torch
 from tqdm.auto import tqdm
 
 from psheads import geometry
-from psheads.lens import RopeLens
+from psheads.backends import LayerCapture
+from psheads.lens import as_lens, rotated_keys, rotated_query
+from psheads.prompts import batches, layer_groups, prepare_prompts
 
 logger = logging.getLogger(__name__)
 
 USAGE_DEFINITION = (
-    "u_f = L2 norm of plane f's logits from the query over the swappable keys (before the query, "
-    "window-visible, first token excluded when skip_first); shares normalised over all planes "
+    "u_f = L2 norm (uncentred) of plane f's logits from the query over the swappable keys S "
+    "(before the query, window-visible, BOS excluded); shares normalised over all planes "
     "including plane 0, then averaged over prompts"
 )
 
@@ -38,28 +40,28 @@ class FrequencyProfile:
     heads: pd.DataFrame
 
 
-def as_lens(model_or_lens: Any) -> RopeLens:
-    """Return a :class:`RopeLens` (wrapping a model, or the lens itself)."""
-    return model_or_lens if isinstance(model_or_lens, RopeLens) else RopeLens(model_or_lens)
-
-
 def frequency_profile(
     model_or_lens: Any,
-    tokens: Any,
+    prompts: Any,
+    *,
+    query: int | Sequence[int] | None = None,
+    swappable: Sequence[int] | Sequence[Sequence[int]] | slice | None = None,
+    exclude_bos: bool | None = None,
+    prepend_bos: bool | None = None,
     layers: Sequence[int] | None = None,
-    query: int = -1,
-    skip_first: bool = False,
     batch_size: int = 32,
     progress: bool | None = None,
 ) -> FrequencyProfile:
-    """Usage share of each RoPE plane per head, averaged over prompts.
+    """Usage share of each RoPE plane per head, averaged over prompts (DESIGN.md §2.4).
 
     Args:
         model_or_lens: a TransformerLens RoPE model or a :class:`RopeLens`.
-        tokens: ``[n_prompts, pos]`` token ids (equal lengths).
+        prompts: strings, a LongTensor ``[n, pos]`` or token-id lists (see :mod:`psheads.prompts`).
+        query: query position (default: each prompt's last token), as in :func:`psheads.score_heads`.
+        swappable: the keys whose logits count (default: every key before the query but BOS).
+        exclude_bos: drop position 0 (None: when it holds the BOS token).
+        prepend_bos: for string prompts (None: the model's default).
         layers: layers to profile (default: all).
-        query: query position.
-        skip_first: exclude position 0 (a BOS token) from the keys.
         batch_size: prompts per forward pass (memory is bounded by one batch).
         progress: show a progress bar (default: only on a TTY).
 
@@ -67,38 +69,42 @@ def frequency_profile(
         A :class:`FrequencyProfile`; the usage definition is in ``planes.attrs``.
     """
     lens = as_lens(model_or_lens)
-    tokens = lens._tokens(tokens)
-    t = lens._query(query, tokens.shape[1])
-    first = 1 if skip_first else 0
-    if t - first < 1:
-        raise ValueError(f"No keys to profile: the query at {t} has no key before it (skip_first={skip_first}).")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}.")
-    chosen = list(range(lens.n_layers)) if layers is None else [lens._layer(l).layer for l in layers]
+    if not (isinstance(batch_size, int) and batch_size >= 1):
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
+    chosen = list(range(lens.n_layers)) if layers is None else sorted({lens._layer(l).layer for l in layers})
+    if not chosen:
+        raise ValueError("No layers requested: pass at least one layer (or None for all).")
+    prepared = prepare_prompts(lens, prompts, query=query, swappable=swappable, exclude_bos=exclude_bos,
+                               prepend_bos=prepend_bos)
     totals = {layer: torch.zeros(lens.layers[layer].n_heads, lens.layers[layer].n_planes + 1, dtype=torch.float64)
               for layer in chosen}
-    batches = range(0, tokens.shape[0], batch_size)
-    for start in tqdm(batches, desc="frequency profile", disable=_no_progress(progress)):
-        batch = tokens[start : start + batch_size]
-        for layer, planes in lens.frequency_logits_by_layer(batch, chosen, query=t):
-            geo = lens.layers[layer]
-            keys = torch.arange(first, t, device=planes.device)
-            visible = geometry.visible_keys(torch.tensor([t], device=planes.device), t + 1, geo.window)[0, keys]
-            norms = planes[..., keys[visible]].norm(dim=-1)  # [batch, head, plane]
-            shares = norms / norms.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
-            totals[layer] += shares.sum(dim=0).cpu()
+    n_batches = -(-len(prepared) // batch_size)
+    for indices, tokens, query_index in tqdm(batches(prepared, batch_size), total=n_batches,
+                                             desc="frequency profile", disable=_no_progress(progress)):
+        captures = lens.capture(tokens, chosen, query_index)
+        for layer in chosen:
+            geo, capture = lens.layers[layer], captures.pop(layer)
+            for group in layer_groups(prepared, indices, geo, 1, "one key"):
+                rows = torch.tensor(group.rows, device=capture.k.device)
+                picked = LayerCapture(q=capture.q[rows], k=capture.k[rows], cos=capture.cos, sin=capture.sin)
+                keys = torch.tensor(group.swappable, device=capture.k.device)
+                planes = geometry.frequency_logits(rotated_query(geo, picked, group.query),
+                                                   rotated_keys(geo, picked, keys), geo.layout, geo.scale)
+                norms = planes.norm(dim=-1)  # [prompt, head, plane]
+                shares = norms / norms.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+                totals[layer] += shares.sum(dim=0).cpu()
     rows, head_rows = [], []
     for layer in chosen:
         geo = lens.layers[layer]
-        usage = totals[layer] / tokens.shape[0]
+        usage = totals[layer] / len(prepared)
         plane_ids = list(range(1, geo.n_planes + 1)) + [0]
         thetas = geo.theta.tolist() + [0.0]
+        ids = torch.arange(1, geo.n_planes + 1, dtype=torch.float64)
         for head in range(geo.n_heads):
             for slot, (plane, theta) in enumerate(zip(plane_ids, thetas)):
                 rows.append({"layer": layer, "head": head, "plane": plane, "theta": theta,
                              "usage": float(usage[head, slot])})
             rotated = usage[head, : geo.n_planes]
-            ids = torch.arange(1, geo.n_planes + 1, dtype=torch.float64)
             head_rows.append({
                 "layer": layer,
                 "head": head,
@@ -107,8 +113,8 @@ def frequency_profile(
             })
     planes_frame, heads_frame = pd.DataFrame(rows), pd.DataFrame(head_rows)
     for frame in (planes_frame, heads_frame):
-        frame.attrs.update({"usage_definition": USAGE_DEFINITION, "query": t, "skip_first": skip_first,
-                            "n_prompts": int(tokens.shape[0]), "model": lens.backend.model_name})
+        frame.attrs.update({"usage_definition": USAGE_DEFINITION, "n_prompts": len(prepared),
+                            "model": lens.backend.model_name})
     return FrequencyProfile(planes_frame, heads_frame)
 
 

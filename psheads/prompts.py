@@ -170,3 +170,53 @@ def batches(prompts: list[Prompt], batch_size: int) -> Iterator[tuple[list[int],
             tokens[row, : prompt.tokens.shape[0]] = prompt.tokens
         query = torch.tensor([p.query for p in chunk])
         yield list(range(start, start + len(chunk))), tokens, query
+
+
+@dataclass
+class KeyGroup:
+    """Prompts of one batch sharing the same query and key layout at one layer.
+
+    Attributes:
+        rows: rows of these prompts in the batch.
+        prompts: their indices in the prompt list.
+        query: the query position.
+        swappable: the swappable keys S at this layer (window-masked keys dropped).
+        others: the visible keys outside S (BOS, the query itself, keys not chosen).
+    """
+
+    rows: list[int]  # rows in the batch
+    prompts: list[int]  # global prompt indices
+    query: int
+    swappable: tuple[int, ...]
+    others: tuple[int, ...]
+
+
+def layer_groups(
+    prompts: list[Prompt], indices: list[int], geo: Any, minimum: int, need: str
+) -> list[KeyGroup]:
+    """Group a batch's prompts by (query, S, other visible keys) at the layer ``geo``.
+
+    Raises:
+        ValueError: a prompt has fewer than ``minimum`` swappable keys at this layer (``need``
+            says what they are needed for).
+    """
+    groups: dict[tuple, KeyGroup] = {}
+    for row, index in enumerate(indices):
+        prompt = prompts[index]
+        t = prompt.query
+        visible = [j for j in range(t + 1) if geo.window is None or t - j < geo.window]
+        swappable = tuple(p for p in prompt.candidates if geo.window is None or t - p < geo.window)
+        if len(swappable) < minimum:
+            raise ValueError(
+                f"Prompt {index} has {len(swappable)} swappable keys at layer {geo.layer} "
+                f"(query {t}, window {geo.window}): fewer than {need}. Use longer prompts, a smaller "
+                "block_size or more swappable positions."
+            )
+        in_s = set(swappable)
+        others = tuple(j for j in visible if j not in in_s)
+        key = (t, swappable, others)
+        if key not in groups:
+            groups[key] = KeyGroup([], [], t, swappable, others)
+        groups[key].rows.append(row)
+        groups[key].prompts.append(index)
+    return list(groups.values())

@@ -25,8 +25,8 @@ from tqdm.auto import tqdm
 
 from psheads import geometry
 from psheads.backends import LayerCapture
-from psheads.lens import LayerGeometry, RopeLens
-from psheads.prompts import Prompt, batches, prepare_prompts
+from psheads.lens import LayerGeometry, as_lens, head_keys, rotated_query
+from psheads.prompts import KeyGroup, Prompt, batches, layer_groups, prepare_prompts
 
 logger = logging.getLogger(__name__)
 
@@ -253,60 +253,26 @@ def label(positional: float, symbolic: float, gamma: float = 0.1) -> str:
 
 
 # --- the driver ------------------------------------------------------------------------------
-@dataclass
-class _Group:
-    """Prompts of one batch sharing the same query and key layout at one layer."""
-
-    rows: list[int]  # rows in the batch
-    prompts: list[int]  # global prompt indices
-    query: int
-    swappable: tuple[int, ...]
-    others: tuple[int, ...]
-
-
-def _layer_groups(prompts: list[Prompt], indices: list[int], geo: LayerGeometry, block_size: int) -> list[_Group]:
-    groups: dict[tuple, _Group] = {}
-    for row, index in enumerate(indices):
-        prompt = prompts[index]
-        t = prompt.query
-        visible = [j for j in range(t + 1) if geo.window is None or t - j < geo.window]
-        swappable = tuple(p for p in prompt.candidates if geo.window is None or t - p < geo.window)
-        if len(swappable) // block_size < 2:
-            raise ValueError(
-                f"Prompt {index} has {len(swappable)} swappable keys at layer {geo.layer} "
-                f"(query {t}, window {geo.window}): fewer than 2 blocks of {block_size}. Use longer "
-                "prompts, a smaller block_size or more swappable positions."
-            )
-        in_s = set(swappable)
-        others = tuple(j for j in visible if j not in in_s)
-        key = (t, swappable, others)
-        if key not in groups:
-            groups[key] = _Group([], [], t, swappable, others)
-        groups[key].rows.append(row)
-        groups[key].prompts.append(index)
-    return list(groups.values())
-
-
 def _group_logits(
-    geo: LayerGeometry, capture: LayerCapture, group: _Group, heads: Tensor, by_frequency: bool
+    geo: LayerGeometry, capture: LayerCapture, group: KeyGroup, heads: Tensor, by_frequency: bool
 ) -> tuple[Tensor, Tensor]:
     """``M`` over S and the logits to the other visible keys for one group (soft-capped).
 
     Shapes: ``[g, h, (plane,) n, n]`` and ``[g, h, (plane,) n_other]``.
     """
-    rows = torch.tensor(group.rows, device=capture.k.device)
+    device = capture.k.device
+    rows = torch.tensor(group.rows, device=device)
+    picked = LayerCapture(q=capture.q[rows][:, :, heads.to(device)], k=capture.k[rows], cos=capture.cos,
+                          sin=capture.sin)
+    q_rot = rotated_query(geo, picked, group.query)
+    swap = torch.tensor(group.swappable, device=device)
+    other = torch.tensor(group.others, device=device, dtype=torch.long)
+    k_heads = head_keys(geo, picked)[:, :, heads.to(device)]  # [g, pos, h, d]
     cos, sin = geometry.extend_tables(capture.cos, capture.sin, geo.d_head)
-    t = group.query
-    q = capture.q[rows, 0][:, heads.to(capture.q.device)].double()  # [g, h, d]
-    q_rot = geometry.rotate(q, cos[t], sin[t], geo.layout)
-    kv = geo.kv_head_of[heads].to(capture.k.device)
-    swap = torch.tensor(group.swappable, device=capture.k.device)
-    other = torch.tensor(group.others, device=capture.k.device, dtype=torch.long)
-    k_swap = capture.k[rows][:, swap][:, :, kv]  # [g, n, h, d]
-    M = geometry.position_token_logits(q_rot, k_swap, cos[swap], sin[swap], geo.layout, geo.scale, by_frequency)
-    k_other = capture.k[rows][:, other][:, :, kv].double()
-    k_other_rot = geometry.rotate(k_other.transpose(1, 2), cos[other], sin[other], geo.layout).transpose(1, 2)
-    other_logits = geometry.frequency_logits(q_rot, k_other_rot, geo.layout, geo.scale)  # [g, h, plane, n_o]
+    M = geometry.position_token_logits(q_rot, k_heads[:, swap], cos[swap], sin[swap], geo.layout, geo.scale,
+                                       by_frequency)
+    k_other = geometry.rotate(k_heads[:, other].transpose(1, 2), cos[other], sin[other], geo.layout).transpose(1, 2)
+    other_logits = geometry.frequency_logits(q_rot, k_other, geo.layout, geo.scale)  # [g, h, plane, n_o]
     if not by_frequency:
         other_logits = other_logits.sum(dim=-2)
     return geometry.soft_cap(M, geo.softcap), geometry.soft_cap(other_logits, geo.softcap)
@@ -330,12 +296,12 @@ def _iter_scores(
     disable = (not sys.stderr.isatty()) if progress is None else not progress
     for indices, tokens, query in tqdm(batches(prompts, config.batch_size), total=n_batches,
                                        desc="score_heads", disable=disable):
-        captures = lens.backend.capture(tokens, layers, query_index=query)
+        captures = lens.capture(tokens, layers, query)
         for layer in layers:
             geo = lens.layers[layer]
             capture = captures.pop(layer)
             heads = torch.tensor(config.heads if config.heads is not None else range(geo.n_heads))
-            for group in _layer_groups(prompts, indices, geo, config.block_size):
+            for group in layer_groups(prompts, indices, geo, 2 * config.block_size, f"2 blocks of {config.block_size}"):
                 # by_frequency materialises M per plane: stream over heads to bound memory
                 chunks = heads.split(1) if config.by_frequency else [heads]
                 for head_chunk in chunks:
@@ -343,7 +309,7 @@ def _iter_scores(
 
 
 def _score_group(
-    lens: RopeLens, geo: LayerGeometry, capture: LayerCapture, group: _Group, heads: Tensor, config: ScoreConfig
+    lens: RopeLens, geo: LayerGeometry, capture: LayerCapture, group: KeyGroup, heads: Tensor, config: ScoreConfig
 ) -> Iterator[dict]:
     M, other = _group_logits(geo, capture, group, heads, config.by_frequency)
     if config.method == "swap":
@@ -423,7 +389,7 @@ def score_heads(
     """
     config = ScoreConfig(method=method, tau=tau, block_size=block_size, gamma=gamma, by_frequency=by_frequency,
                          reduce=reduce, batch_size=batch_size, layers=layers, heads=heads)
-    lens = model_or_lens if isinstance(model_or_lens, RopeLens) else RopeLens(model_or_lens)
+    lens = as_lens(model_or_lens)
     chosen = sorted({lens._layer(l).layer for l in layers}) if layers is not None else list(range(lens.n_layers))
     if config.heads is not None:
         n_heads = min(lens.layers[layer].n_heads for layer in chosen)
@@ -481,7 +447,12 @@ def swap_attention(
         prompt: one prompt (a string, a 1-D LongTensor or a list of token ids).
         layer: layer index.
         head: query head.
-        query, swappable, exclude_bos, prepend_bos, block_size, tau: as in :func:`score_heads`.
+        query: query position (default: the last token).
+        swappable: key positions that may be swapped (default: every key before the query but BOS).
+        exclude_bos: drop position 0 from the default set (None: when it is the BOS token).
+        prepend_bos: for a string prompt (None: the model's default).
+        block_size: positions per swapped block.
+        tau: swap-weight temperature τ.
 
     Returns:
         One row per swap ``(i, j)``: ``block_i, block_j, positions_i, positions_j, d_i, d_j``
@@ -490,7 +461,7 @@ def swap_attention(
         and ``symbolic`` (the head's scores on this prompt).
     """
     config = ScoreConfig(tau=tau, block_size=block_size, heads=(head,))
-    lens = model_or_lens if isinstance(model_or_lens, RopeLens) else RopeLens(model_or_lens)
+    lens = as_lens(model_or_lens)
     geo = lens._layer(layer)
     if not isinstance(head, int) or not 0 <= head < geo.n_heads:
         raise ValueError(f"head {head!r} is out of range: layer {geo.layer} has {geo.n_heads} heads.")
@@ -503,8 +474,8 @@ def swap_attention(
     if len(prepared) != 1:
         raise ValueError(f"swap_attention takes one prompt, got {len(prepared)}.")
     (indices, tokens, query_index), = batches(prepared, 1)
-    capture = lens.backend.capture(tokens, [geo.layer], query_index=query_index)[geo.layer]
-    (group,) = _layer_groups(prepared, indices, geo, config.block_size)
+    capture = lens.capture(tokens, [geo.layer], query_index)[geo.layer]
+    (group,) = layer_groups(prepared, indices, geo, 2 * config.block_size, f"2 blocks of {config.block_size}")
     M, other = _group_logits(geo, capture, group, torch.tensor([head]), by_frequency=False)
     swap = swap_attention_from_M(M[0, 0], other[0, 0], config.block_size)
     weights = swap_weights(swap, tau)

@@ -51,9 +51,13 @@ def boot_local(directory: str | Path, dtype: torch.dtype = torch.float32, device
 
 
 def random_gptj(seed: int = 0, vocab_size: int = 128, **overrides: Any) -> Any:
-    """A randomly initialised paper-B GPT-J (seeded), booted offline as a TransformerBridge."""
-    torch.manual_seed(seed)
-    model = transformers.GPTJForCausalLM(gptj_config(vocab_size, **overrides)).eval()
+    """A randomly initialised paper-B GPT-J (seeded), booted offline as a TransformerBridge.
+
+    The caller's global RNG state is left as it was.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = transformers.GPTJForCausalLM(gptj_config(vocab_size, **overrides)).eval()
     with tempfile.TemporaryDirectory() as directory:
         model.save_pretrained(directory)
         word_tokenizer([f"w{i}" for i in range(vocab_size)]).save_pretrained(directory)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from psheads.backends import all_modules
 from tests import helpers
 
 FAMILIES = ["gptj", "neox", "llama", "mistral", "qwen2", "gemma", "gemma2", "gemma3"]
@@ -55,12 +56,10 @@ def model_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Any
 
 def model_state(model: torch.nn.Module) -> dict:
     """What psheads must never change: hooks, training flags, dtypes."""
-    hook_points = [
-        (name, len(hp._forward_hooks), len(hp._forward_pre_hooks), len(hp._backward_hooks))
-        for name, hp in model.named_modules()
-    ]
+    modules = all_modules(model)  # a bridge's HF model too: its train()/eval() reach it
     return {
-        "hooks": hook_points,
-        "training": [m.training for m in model.modules()],
+        "hooks": [(len(m._forward_hooks), len(m._forward_pre_hooks), len(m._backward_hooks)) for m in modules],
+        "training": [m.training for m in modules],
+        "hook_names": sorted(model.hook_dict),
         "dtypes": [p.dtype for p in model.parameters()],
     }

@@ -129,7 +129,10 @@ def brute_force_swap_attention(model: Any, tokens: torch.Tensor, layer: int, que
     pairs, perms = swap_permutations(n_pos, blocks)
     all_perms = torch.cat([torch.arange(n_pos)[None], perms])  # row 0: identity (base)
 
-    flags = [(module, module.training) for module in model.modules()]
+    # a bridge's eval() also reaches its HF model, which is not a registered submodule
+    hf = getattr(model, "original_model", None)
+    roots = [model] + ([hf] if isinstance(hf, torch.nn.Module) else [])
+    flags = list({id(m): (m, m.training) for root in roots for m in root.modules()}.values())
     try:
         model.eval()
         with torch.no_grad():

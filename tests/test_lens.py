@@ -202,3 +202,48 @@ def test_rejects_non_rope_and_non_transformerlens_models(model_factory) -> None:
         psheads.RopeLens(hf_model)
     with pytest.raises(TypeError, match="TransformerLens model"):
         psheads.RopeLens(object())
+
+
+def test_hooked_tables_grow_during_the_forward_and_stay_trainable(model_factory) -> None:
+    """TL 3.9 starts its rotary cache at 2048 rows and grows it mid-forward; read it afterwards."""
+    model = model_factory("llama", "hooked", max_position_embeddings=4096)
+    lens = psheads.RopeLens(model)
+    tokens = torch.randint(0, 64, (1, 2100))
+    planes = lens.frequency_logits(tokens, 1)
+    expected = model_patterns(model, tokens)[1][:, :, -1]
+    torch.testing.assert_close(rebuilt_pattern(lens, planes, 1, 2099), expected, atol=1e-5, rtol=0)
+    model(tokens[:, :20]).sum().backward()  # no inference tensors left behind
+    model.zero_grad(set_to_none=True)
+
+
+def test_ungrouped_gqa_on_hooked_transformer(model_factory) -> None:
+    model = model_factory("llama", "hooked")
+    try:
+        model.cfg.ungroup_grouped_query_attention = True
+        lens = psheads.RopeLens(model)  # hook_k now carries every query head
+        assert lens.layers[0].n_kv_heads == lens.layers[0].n_heads
+        tokens = torch.randint(0, 64, (1, 9))
+        expected = model_patterns(model, tokens)[0][:, :, -1]
+        torch.testing.assert_close(rebuilt_pattern(lens, lens.frequency_logits(tokens, 0), 0, 8), expected,
+                                   atol=1e-5, rtol=0)
+    finally:
+        model.cfg.ungroup_grouped_query_attention = False
+    with pytest.raises(RuntimeError, match="configuration changed after wrapping"):
+        lens.frequency_logits(tokens, 0)
+
+
+def test_int_like_arguments_and_empty_layer_lists(model_factory) -> None:
+    import numpy as np
+
+    lens = psheads.RopeLens(model_factory("llama"))
+    tokens = torch.randint(0, 64, (1, 6))
+    torch.testing.assert_close(lens.frequency_logits(tokens, np.int64(1), query=torch.tensor(4)),
+                               lens.frequency_logits(tokens, 1, query=4))
+    with lens.gate([1], heads=[np.int64(0)]):
+        pass
+    with pytest.raises(TypeError, match="layer must be an int"):
+        lens.frequency_logits(tokens, 1.0)
+    with pytest.raises(ValueError, match="No layers"):
+        list(lens.frequency_logits_by_layer(tokens, layers=[]))
+    with pytest.raises(ValueError, match="probe_length"):
+        psheads.RopeLens(lens.model, probe_length=2.5)

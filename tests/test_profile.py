@@ -11,7 +11,7 @@ import psheads
 def test_usage_matches_a_hand_computation(model_factory) -> None:
     lens = psheads.RopeLens(model_factory("mistral"))  # window 5 masks early keys
     tokens = torch.randint(0, 64, (5, 12))
-    profile = psheads.frequency_profile(lens, tokens, skip_first=True, batch_size=2)
+    profile = psheads.frequency_profile(lens, tokens, exclude_bos=True, batch_size=2)
     planes, heads = profile.planes, profile.heads
     assert len(planes) == lens.n_layers * 4 * (lens.layers[0].n_planes + 1)
     sums = planes.groupby(["layer", "head"])["usage"].sum()
@@ -27,7 +27,7 @@ def test_usage_matches_a_hand_computation(model_factory) -> None:
     ids = torch.arange(1, len(expected), dtype=torch.float64)
     assert row.mean_frequency_id == pytest.approx(float((expected[:-1] * ids).sum() / expected[:-1].sum()))
     assert row.dominant_plane == [1, 2, 3, 4, 0][int(expected.argmax())]
-    assert planes.attrs["skip_first"] is True and "L2 norm" in planes.attrs["usage_definition"]
+    assert planes.attrs["n_prompts"] == 5 and "L2 norm" in planes.attrs["usage_definition"]
 
 
 def test_profile_is_deterministic_and_batch_invariant(model_factory) -> None:
@@ -47,7 +47,10 @@ def test_profile_is_deterministic_and_batch_invariant(model_factory) -> None:
 def test_profile_validates(model_factory) -> None:
     lens = psheads.RopeLens(model_factory("llama"))
     tokens = torch.randint(0, 64, (2, 6))
-    with pytest.raises(ValueError, match="No keys to profile"):
+    with pytest.raises(ValueError, match="fewer than one key"):
         psheads.frequency_profile(lens, tokens, query=0)
+    with pytest.raises(ValueError, match="No layers"):
+        psheads.frequency_profile(lens, tokens, layers=[])
+    assert len(psheads.frequency_profile(lens, tokens, layers=[1, -1]).heads) == 4  # duplicates merged
     with pytest.raises(ValueError, match="batch_size"):
         psheads.frequency_profile(lens, tokens, batch_size=0)
