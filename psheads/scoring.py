@@ -288,56 +288,103 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _iter_scores(
+SCORE_COLUMNS = ("positional", "symbolic", "entropy", "interaction")
+
+
+def _group_scores(geo: LayerGeometry, capture: LayerCapture, group: KeyGroup, heads: Tensor,
+                  config: ScoreConfig) -> dict[str, Tensor]:
+    """Scores of one group: ``{column: [prompt, head(, plane)]}`` (fp64, on the CPU)."""
+    M, other = _group_logits(geo, capture, group, heads, config.by_frequency)
+    if config.method == "swap":
+        swap = swap_attention_from_M(M, other, config.block_size)
+        positional, symbolic = swap_scores(swap, config.tau)
+        out = {"positional": positional, "symbolic": symbolic, "entropy": swap.entropy}
+    else:
+        positional, symbolic, interaction = anova_shares(M)
+        out = {"positional": positional, "symbolic": symbolic, "entropy": base_attention(M, other)[1],
+               "interaction": interaction}
+    return {name: value.cpu() for name, value in out.items()}
+
+
+def _iter_group_scores(
     lens: RopeLens, prompts: list[Prompt], config: ScoreConfig, layers: list[int], progress: bool | None
-) -> Iterator[dict]:
-    """Yield one record per (prompt, layer, head[, plane]) with the unreduced scores."""
+) -> Iterator[tuple[LayerGeometry, KeyGroup, Tensor, dict[str, Tensor]]]:
+    """One forward pass per batch; yields ``(layer geometry, group, heads, scores)``."""
     n_batches = math.ceil(len(prompts) / config.batch_size)
     disable = (not sys.stderr.isatty()) if progress is None else not progress
     for indices, tokens, query in tqdm(batches(prompts, config.batch_size), total=n_batches,
                                        desc="score_heads", disable=disable):
         captures = lens.capture(tokens, layers, query)
         for layer in layers:
-            geo = lens.layers[layer]
-            capture = captures.pop(layer)
+            geo, capture = lens.layers[layer], captures.pop(layer)
             heads = torch.tensor(config.heads if config.heads is not None else range(geo.n_heads))
-            for group in layer_groups(prompts, indices, geo, 2 * config.block_size, f"2 blocks of {config.block_size}"):
+            for group in layer_groups(prompts, indices, geo, 2 * config.block_size,
+                                      f"2 blocks of {config.block_size}"):
                 # by_frequency materialises M per plane: stream over heads to bound memory
-                chunks = heads.split(1) if config.by_frequency else [heads]
-                for head_chunk in chunks:
-                    yield from _score_group(lens, geo, capture, group, head_chunk, config)
+                for head_chunk in heads.split(1) if config.by_frequency else [heads]:
+                    yield geo, group, head_chunk, _group_scores(geo, capture, group, head_chunk, config)
 
 
-def _score_group(
-    lens: RopeLens, geo: LayerGeometry, capture: LayerCapture, group: KeyGroup, heads: Tensor, config: ScoreConfig
-) -> Iterator[dict]:
-    M, other = _group_logits(geo, capture, group, heads, config.by_frequency)
-    if config.method == "swap":
-        swap = swap_attention_from_M(M, other, config.block_size)
-        positional, symbolic = swap_scores(swap, config.tau)
-        entropy = swap.entropy
-    else:
-        positional, symbolic, interaction = anova_shares(M)
-        entropy = base_attention(M, other)[1]
-    plane_ids = list(range(1, geo.n_planes + 1)) + [0]
-    thetas = geo.theta.tolist() + [0.0]
-    for g, prompt in enumerate(group.prompts):
-        for h, head in enumerate(heads.tolist()):
-            base = {"prompt": prompt, "layer": geo.layer, "head": head, "kv_head": int(geo.kv_head_of[head])}
-            if config.by_frequency:
-                for slot, (plane, theta) in enumerate(zip(plane_ids, thetas)):
-                    record = {**base, "plane": plane, "theta": theta,
-                              "positional": float(positional[g, h, slot]), "symbolic": float(symbolic[g, h, slot]),
-                              "entropy": float(entropy[g, h, slot])}
-                    if config.method == "anova":
-                        record["interaction"] = float(interaction[g, h, slot])
-                    yield record
-            else:
-                record = {**base, "positional": float(positional[g, h]), "symbolic": float(symbolic[g, h]),
-                          "entropy": float(entropy[g, h])}
-                if config.method == "anova":
-                    record["interaction"] = float(interaction[g, h])
-                yield record
+def _slots(geo: LayerGeometry, by_frequency: bool) -> dict[str, list]:
+    if not by_frequency:
+        return {}
+    return {"plane": list(range(1, geo.n_planes + 1)) + [0], "theta": geo.theta.tolist() + [0.0]}
+
+
+def _key_columns(geo: LayerGeometry, heads: Tensor, n_slots: int, by_frequency: bool) -> dict[str, Any]:
+    """Index columns for a ``[head, slot]`` block of scores, flattened head-major."""
+    head_ids = heads.repeat_interleave(n_slots)
+    columns = {"layer": geo.layer, "head": head_ids.numpy(), "kv_head": geo.kv_head_of[head_ids].numpy()}
+    for name, values in _slots(geo, by_frequency).items():
+        columns[name] = values * len(heads)
+    return columns
+
+
+def _per_prompt_frame(items: Iterator, config: ScoreConfig) -> pd.DataFrame:
+    parts = []
+    for geo, group, heads, scores in items:
+        n_slots = scores["positional"].shape[-1] if config.by_frequency else 1
+        keys = _key_columns(geo, heads, n_slots, config.by_frequency)
+        for g, prompt in enumerate(group.prompts):
+            part = {"prompt": prompt, **keys}
+            part.update({name: value[g].reshape(-1).numpy() for name, value in scores.items()})
+            parts.append(pd.DataFrame(part))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _reduced_frame(items: Iterator, config: ScoreConfig) -> pd.DataFrame:
+    """Running sums per (layer, head[, plane]): memory does not grow with the number of prompts."""
+    sums: dict[tuple[int, int], dict[str, Tensor]] = {}
+    meta: dict[tuple[int, int], tuple[LayerGeometry, Tensor]] = {}
+    for geo, group, heads, scores in items:
+        key = (geo.layer, int(heads[0]))
+        meta.setdefault(key, (geo, heads))
+        total = sums.setdefault(key, {"n": torch.zeros(())})
+        total["n"] += len(group.prompts)
+        for name, value in scores.items():
+            total[name] = total.get(name, 0) + value.sum(0)
+            if name in ("positional", "symbolic"):
+                total[name + "_sq"] = total.get(name + "_sq", 0) + value.square().sum(0)
+    parts = []
+    for key in sorted(sums):
+        geo, heads = meta[key]
+        total = sums[key]
+        n = total["n"]
+        n_slots = total["positional"].shape[-1] if config.by_frequency else 1
+        part = _key_columns(geo, heads, n_slots, config.by_frequency)
+        for name in SCORE_COLUMNS:
+            if name in total:
+                part[name] = (total[name] / n).reshape(-1).numpy()
+        for name in ("positional", "symbolic"):
+            mean = total[name] / n
+            part[name + "_std"] = (total[name + "_sq"] / n - mean.square()).clamp_min(0).sqrt().reshape(-1).numpy()
+        part["n_prompts"] = int(n)
+        parts.append(pd.DataFrame(part))
+    keys = ["layer", "head", "kv_head"] + (["plane", "theta"] if config.by_frequency else [])
+    order = [*keys, "positional", "symbolic", "positional_std", "symbolic_std",
+             *(["interaction"] if config.method == "anova" else []), "entropy", "n_prompts"]
+    frame = pd.concat(parts, ignore_index=True)[order]
+    return frame.sort_values(keys, kind="stable").reset_index(drop=True)
 
 
 def score_heads(
@@ -398,11 +445,12 @@ def score_heads(
             raise ValueError(f"heads {list(config.heads)} must be a non-empty list of heads in 0…{n_heads - 1}.")
     prepared = prepare_prompts(lens, prompts, query=query, swappable=swappable, exclude_bos=exclude_bos,
                                prepend_bos=prepend_bos)
-    frame = pd.DataFrame(list(_iter_scores(lens, prepared, config, chosen, progress)))
-    keys = ["layer", "head", "kv_head"] + (["plane", "theta"] if by_frequency else [])
-    frame = frame.sort_values(["prompt", *keys], kind="stable").reset_index(drop=True)
+    items = _iter_group_scores(lens, prepared, config, chosen, progress)
     if reduce:
-        frame = _reduce(frame, keys, method)
+        frame = _reduced_frame(items, config)
+    else:
+        keys = ["prompt", "layer", "head"] + (["plane"] if by_frequency else [])
+        frame = _per_prompt_frame(items, config).sort_values(keys, kind="stable").reset_index(drop=True)
     frame["label"] = [label(p, s, gamma) for p, s in zip(frame["positional"], frame["symbolic"])]
     frame.attrs.update({
         "config": config.to_dict(),
@@ -413,18 +461,6 @@ def score_heads(
         "versions": _versions(),
     })
     return frame
-
-
-def _reduce(frame: pd.DataFrame, keys: list[str], method: Method) -> pd.DataFrame:
-    values = ["positional", "symbolic", "entropy"] + (["interaction"] if method == "anova" else [])
-    grouped = frame.groupby(keys, sort=True)
-    out = grouped[values].mean()
-    std = grouped[["positional", "symbolic"]].std(ddof=0)
-    out["positional_std"] = std["positional"]
-    out["symbolic_std"] = std["symbolic"]
-    out["n_prompts"] = grouped.size()
-    return out.reset_index()[[*keys, "positional", "symbolic", "positional_std", "symbolic_std",
-                              *(["interaction"] if method == "anova" else []), "entropy", "n_prompts"]]
 
 
 def swap_attention(

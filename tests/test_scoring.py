@@ -61,8 +61,12 @@ def test_reduced_frame_schema_and_attrs(model_factory, tmp_path) -> None:
     assert set(frame["label"]) <= set(scoring.LABELS)
     assert ((frame["entropy"] >= 0) & (frame["entropy"] <= 1 + 1e-12)).all()
     per_prompt = psheads.score_heads(lens, tokens, batch_size=3, reduce=False)
-    mean = per_prompt.groupby(["layer", "head"])["positional"].mean().to_numpy()
-    torch.testing.assert_close(torch.tensor(frame["positional"].to_numpy()), torch.tensor(mean), atol=1e-6, rtol=0)
+    grouped = per_prompt.groupby(["layer", "head"])
+    for column in ("positional", "symbolic", "entropy"):
+        torch.testing.assert_close(torch.tensor(frame[column].to_numpy()),
+                                   torch.tensor(grouped[column].mean().to_numpy()), atol=1e-6, rtol=0)
+    torch.testing.assert_close(torch.tensor(frame["symbolic_std"].to_numpy()),
+                               torch.tensor(grouped["symbolic"].std(ddof=0).to_numpy()), atol=1e-6, rtol=0)
     assert frame.attrs["config"]["tau"] == 1e-4 and frame.attrs["n_prompts"] == 5
     assert {"psheads", "torch", "transformer-lens"} <= set(frame.attrs["versions"])
     path = tmp_path / "scores.parquet"

@@ -1,0 +1,106 @@
+"""score_heads vs the brute-force swap-and-rerun oracle and vs a plain forward pass.
+
+Paper B's model shape (random GPT-J: 12 layers x 1 head, hidden 128), 17-token prompts.
+All timings are taken side by side in one run; the oracle (tests/oracle.py, which re-runs the
+model once per swap batch) is timed on a subset and compared per prompt. Peak memory is measured
+in fresh subprocesses (peak RSS above the model-loaded baseline) for two prompt counts.
+
+Usage: python benchmarks/score_speed.py [--prompts 256] [--oracle-prompts 8] [--memory 256 2048]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from psheads import RopeLens, score_heads, zoo  # noqa: E402
+
+LENGTH = 17
+
+
+def prompts(n: int, vocab: int, seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, vocab, (n, LENGTH), generator=torch.Generator().manual_seed(seed))
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def peak_rss_mb(n_prompts: int, batch_size: int) -> float:
+    """Run in a child: peak RSS growth (MB) of score_heads over n_prompts, above the loaded model."""
+    out = subprocess.run([sys.executable, __file__, "--memory-child", str(n_prompts), "--batch-size", str(batch_size)],
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def memory_child(n_prompts: int, batch_size: int) -> None:
+    model = zoo.random_gptj(seed=0)
+    lens = RopeLens(model)
+    score_heads(lens, prompts(8, int(model.cfg.d_vocab)), batch_size=batch_size, progress=False)  # warm-up
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    score_heads(lens, prompts(n_prompts, int(model.cfg.d_vocab)), batch_size=batch_size, progress=False)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print((after - before) / 1024)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--prompts", type=int, default=256)
+    parser.add_argument("--oracle-prompts", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--memory", type=int, nargs=2, default=[256, 2048])
+    parser.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child is not None:
+        memory_child(args.memory_child, args.batch_size)
+        return
+    from tests.oracle import brute_force_swap_attention, make_blocks, swap_scores_from_attention
+
+    model = zoo.random_gptj(seed=0)
+    lens = RopeLens(model)
+    tokens = prompts(args.prompts, int(model.cfg.d_vocab))
+    score_heads(lens, tokens[:8], progress=False)  # warm-up
+
+    def plain() -> None:
+        with torch.no_grad():
+            for start in range(0, len(tokens), args.batch_size):
+                model(tokens[start : start + args.batch_size])
+
+    def fast() -> None:
+        score_heads(lens, tokens, batch_size=args.batch_size, progress=False)
+
+    blocks = make_blocks(range(LENGTH - 1), 1)
+
+    def oracle() -> None:
+        for prompt in tokens[: args.oracle_prompts]:
+            for layer in range(lens.n_layers):
+                truth = brute_force_swap_attention(model, prompt, layer, LENGTH - 1, blocks)
+                swap_scores_from_attention(truth["d_base"], truth["d_swapped"], truth["pairs"])
+
+    t_plain, t_fast, t_oracle = timed(plain), timed(fast), timed(oracle)
+    per_fast = t_fast / args.prompts
+    per_oracle = t_oracle / args.oracle_prompts
+    print(f"paper-B GPT-J (12 layers x 1 head, hidden 128), {LENGTH}-token prompts, batch {args.batch_size}")
+    print(f"plain forward, {args.prompts} prompts        {t_plain:8.2f} s")
+    print(f"score_heads, {args.prompts} prompts          {t_fast:8.2f} s   {t_fast / t_plain:6.2f}x the plain forward")
+    print(f"oracle (swap and re-run), {args.oracle_prompts} prompts {t_oracle:8.2f} s")
+    print(f"per prompt: score_heads {per_fast * 1e3:.2f} ms, oracle {per_oracle * 1e3:.1f} ms "
+          f"-> score_heads is {per_oracle / per_fast:.0f}x faster")
+    small, large = args.memory
+    mem_small, mem_large = peak_rss_mb(small, args.batch_size), peak_rss_mb(large, args.batch_size)
+    print(f"peak RSS growth: {small} prompts {mem_small:.1f} MB, {large} prompts {mem_large:.1f} MB")
+
+
+if __name__ == "__main__":
+    main()
