@@ -220,3 +220,11 @@ def layer_groups(
         groups[key].rows.append(row)
         groups[key].prompts.append(index)
     return list(groups.values())
+
+
+def split_group(group: KeyGroup, size: int) -> list[KeyGroup]:
+    """The group cut into parts of at most ``size`` prompts (same layout)."""
+    return [
+        KeyGroup(group.rows[i : i + size], group.prompts[i : i + size], group.query, group.swappable, group.others)
+        for i in range(0, len(group.rows), size)
+    ]

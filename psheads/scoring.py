@@ -26,11 +26,13 @@ from tqdm.auto import tqdm
 from psheads import geometry
 from psheads.backends import LayerCapture
 from psheads.lens import LayerGeometry, as_lens, head_keys, rotated_query
-from psheads.prompts import KeyGroup, Prompt, batches, layer_groups, prepare_prompts
+from psheads.prompts import KeyGroup, Prompt, batches, layer_groups, prepare_prompts, split_group
 
 logger = logging.getLogger(__name__)
 
 Method = Literal["swap", "anova"]
+#: Bytes one intermediate fp64 tensor may take; groups of prompts and swaps are chunked to fit.
+CHUNK_BYTES = 2**28
 LABELS = ("positional", "symbolic", "uniform", "mixed")
 
 
@@ -152,7 +154,7 @@ def swap_attention_from_M(
     M: Float[Tensor, "*lead n n"],
     other: Float[Tensor, "*lead n_other"],
     block_size: int,
-    pair_chunk: int = 4096,
+    pair_chunk: int | None = None,
 ) -> SwapAttention:
     """Attention at the query for the input and every block swap, from ``M`` (fp64).
 
@@ -163,11 +165,13 @@ def swap_attention_from_M(
         M: logits ``M[p, m]`` over the swappable set (positions × tokens, S order).
         other: logits to the visible keys outside S (never moved by a swap).
         block_size: block size b.
-        pair_chunk: pairs evaluated at once (bounds memory on long prompts).
+        pair_chunk: pairs evaluated at once (default: as many as fit in :data:`CHUNK_BYTES`).
     """
     M, other = M.double(), other.double()
     n = M.shape[-1]
     lead = M.shape[:-2]
+    if pair_chunk is None:
+        pair_chunk = max(1, CHUNK_BYTES // (8 * max(1, math.prod(lead)) * (n + other.shape[-1])))
     blocks = make_blocks(n, block_size).to(M.device)
     pairs = block_pairs(len(blocks)).to(M.device)
     d_s, entropy = base_attention(M, other)
@@ -320,9 +324,13 @@ def _iter_group_scores(
             heads = torch.tensor(config.heads if config.heads is not None else range(geo.n_heads))
             for group in layer_groups(prompts, indices, geo, 2 * config.block_size,
                                       f"2 blocks of {config.block_size}"):
-                # by_frequency materialises M per plane: stream over heads to bound memory
-                for head_chunk in heads.split(1) if config.by_frequency else [heads]:
-                    yield geo, group, head_chunk, _group_scores(geo, capture, group, head_chunk, config)
+                # M takes [prompt, head, (plane,) n, n]: stream over heads and prompts to bound memory
+                head_chunks = heads.split(1) if config.by_frequency else [heads]
+                slots = geo.n_planes + 1 if config.by_frequency else 1
+                per_prompt = 8 * len(head_chunks[0]) * slots * len(group.swappable) ** 2
+                for part in split_group(group, max(1, CHUNK_BYTES // per_prompt)):
+                    for head_chunk in head_chunks:
+                        yield geo, part, head_chunk, _group_scores(geo, capture, part, head_chunk, config)
 
 
 def _slots(geo: LayerGeometry, by_frequency: bool) -> dict[str, list]:

@@ -156,3 +156,12 @@ def test_same_input_same_frame(model_factory) -> None:
     pd.testing.assert_frame_equal(first.drop(columns=["positional_std", "symbolic_std"]),
                                   shuffled.drop(columns=["positional_std", "symbolic_std"]), atol=1e-6, rtol=0,
                                   check_exact=False)
+
+
+def test_chunking_does_not_change_scores(model_factory, monkeypatch) -> None:
+    lens = psheads.RopeLens(model_factory("gemma"))
+    tokens = torch.randint(0, 64, (5, 10))
+    whole = psheads.score_heads(lens, tokens, by_frequency=True, reduce=False)
+    monkeypatch.setattr(scoring, "CHUNK_BYTES", 4096)  # one prompt and a few swaps at a time
+    chunked = psheads.score_heads(lens, tokens, by_frequency=True, reduce=False)
+    pd.testing.assert_frame_equal(whole, chunked, check_exact=False, atol=1e-12, rtol=0)
