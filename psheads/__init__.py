@@ -7,6 +7,7 @@ exact per-frequency RoPE logit decompositions. Lower-level pieces live in
 
 from psheads.lens import LayerGeometry, RopeLens, SelfCheckError
 from psheads.profile import FrequencyProfile, frequency_profile
+from psheads import tasks
 from psheads.scoring import ScoreConfig, score_heads, swap_attention
 
 __version__ = "0.1.0"
@@ -21,4 +22,5 @@ __all__ = [
     "frequency_profile",
     "score_heads",
     "swap_attention",
+    "tasks",
 ]

@@ -1,0 +1,121 @@
+"""The task protocol, the batch a task generates, word-level tokenizers and the task registry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+import transformers
+from jaxtyping import Int
+from tokenizers import Tokenizer, models, pre_tokenizers
+from torch import Tensor
+
+UNKNOWN = "[UNK]"  # deliberately not in any vocabulary: unknown words fail loudly
+
+
+@dataclass(frozen=True)
+class TaskBatch:
+    """Prompts of a task with their answers.
+
+    Attributes:
+        tokens: ``[n, pos]`` input token ids (the answer is not included).
+        answers: ``[n]`` answer token ids (the token the model must predict after the last input).
+        hops: ``[n]`` number of hops from the query to the answer.
+        answer_positions: ``[n]`` position of the answer in the input.
+        text: the inputs as space-separated words.
+        answer_text: the answers as words.
+    """
+
+    tokens: Int[Tensor, "n pos"]
+    answers: Int[Tensor, " n"]
+    hops: Int[Tensor, " n"]
+    answer_positions: Int[Tensor, " n"]
+    text: list[str]
+    answer_text: list[str]
+
+    def __len__(self) -> int:
+        return int(self.tokens.shape[0])
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What psheads needs from a task: a name, a vocabulary and a seeded generator."""
+
+    name: str
+
+    @property
+    def vocabulary(self) -> list[str]:
+        """Every word the task uses; a word's index is its token id."""
+        ...
+
+    def generate(self, n: int, seed: int = 0) -> TaskBatch:
+        """``n`` prompts, deterministic in ``seed``."""
+        ...
+
+
+def word_tokenizer(vocabulary: list[str]) -> transformers.PreTrainedTokenizerFast:
+    """A whitespace word-level tokenizer over ``vocabulary`` that never adds special tokens.
+
+    Token ids are vocabulary indices; a word outside the vocabulary raises an error on encoding.
+    """
+    if len(set(vocabulary)) != len(vocabulary):
+        raise ValueError("The vocabulary has duplicate words.")
+    if any(not word or any(ch.isspace() for ch in word) for word in vocabulary):
+        raise ValueError("Vocabulary words must be non-empty and contain no whitespace.")
+    tokenizer = Tokenizer(models.WordLevel({word: i for i, word in enumerate(vocabulary)}, unk_token=UNKNOWN))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=1 << 20)
+
+
+def task_tokenizer(task: Task) -> transformers.PreTrainedTokenizerFast:
+    """The word-level tokenizer of ``task``."""
+    return word_tokenizer(list(task.vocabulary))
+
+
+def to_text(vocabulary: list[str], ids: Tensor) -> list[str]:
+    """Rows of token ids as space-separated words."""
+    return [" ".join(vocabulary[i] for i in row) for row in ids.tolist()]
+
+
+def balanced(values: list[int], n: int, generator: torch.Generator) -> Tensor:
+    """``n`` draws that use every value equally often (±1), in a seeded random order."""
+    full, rest = divmod(n, len(values))
+    table = torch.tensor(values, dtype=torch.long)
+    extra = table[torch.randperm(len(values), generator=generator)[:rest]]
+    pool = torch.cat([table.repeat(full), extra])
+    return pool[torch.randperm(n, generator=generator)]
+
+
+_REGISTRY: dict[str, Callable[..., Task]] = {}
+
+
+def register_task(name: str, factory: Callable[..., Task]) -> None:
+    """Make ``get_task(name, **options)`` build a task with ``factory(**options)``.
+
+    Raises:
+        ValueError: ``name`` is already registered.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError("A task name must be a non-empty string.")
+    if name in _REGISTRY:
+        raise ValueError(f"A task named {name!r} is already registered; pick another name.")
+    if not callable(factory):
+        raise TypeError("factory must be callable (a Task class or a function returning a Task).")
+    _REGISTRY[name] = factory
+
+
+def get_task(name: str, **options: object) -> Task:
+    """Build the registered task ``name`` with ``options``."""
+    if name not in _REGISTRY:
+        raise ValueError(f"Unknown task {name!r}; registered tasks: {', '.join(sorted(_REGISTRY))}.")
+    task = _REGISTRY[name](**options)
+    if not isinstance(task, Task):
+        raise TypeError(f"The factory of {name!r} returned {type(task).__name__}, which is not a Task.")
+    return task
+
+
+def available_tasks() -> list[str]:
+    """Names of the registered tasks."""
+    return sorted(_REGISTRY)

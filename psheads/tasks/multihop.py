@@ -1,0 +1,216 @@
+"""Paper B's multi-hop tasks (DESIGN.md §3): the positional number task, the symbolic letter task.
+
+Both have ``n_target`` target-window tokens, ``n_pre`` pre-target tokens and one query token
+(8 + 8 + 1 = 17 by default), no BOS, and the answer as the next token. Hops start at the query
+and end in the target window; hop counts are drawn in equal shares and, within each hop class,
+the answer token and its position in the target window are balanced. ``extra_target`` inserts
+that many more target-window tokens before the effective target window (length
+generalization): they never shift a relative hop (number) nor create a second match (letter).
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from psheads.tasks.base import TaskBatch, balanced, register_task, to_text
+
+
+def _check_common(n_target: int, n_pre: int, min_hops: int, max_hops: int, extra_target: int) -> None:
+    if n_target < 1 or n_pre < 0 or extra_target < 0:
+        raise ValueError("n_target must be ≥ 1 and n_pre, extra_target ≥ 0.")
+    if not 1 <= min_hops <= max_hops:
+        raise ValueError(f"Need 1 ≤ min_hops ≤ max_hops, got {min_hops}…{max_hops}.")
+    if max_hops - 1 > n_pre:
+        raise ValueError(f"{max_hops} hops need {max_hops - 1} pre-target positions; n_pre is {n_pre}.")
+
+
+def _path_positions(hops: int, answer: int, first_pre: int, n_pre: int, generator: torch.Generator) -> list[int]:
+    """Positions visited after the query: ``hops − 1`` pre-target positions (decreasing), then the answer."""
+    middle = torch.randperm(n_pre, generator=generator)[: hops - 1] + first_pre
+    return sorted(middle.tolist(), reverse=True) + [answer]
+
+
+def _check_n(n: int) -> None:
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}.")
+
+
+@dataclass(frozen=True)
+class NumberTask:
+    """Positional multi-hop task: an integer v at position p points to position p − v.
+
+    Attributes:
+        n_target: target-window length (symbols).
+        n_pre: pre-target window length (integers; the query is one more integer).
+        min_hops, max_hops: hop range (equal shares).
+        n_symbols: alphabet size (a–z, then the bigrams aa, ab, …; 120 by default).
+        max_int: largest integer (16 by default: any hop from the query into the window fits).
+        extra_target: extra target-window symbols before the effective window.
+    """
+
+    n_target: int = 8
+    n_pre: int = 8
+    min_hops: int = 1
+    max_hops: int = 4
+    n_symbols: int = 120
+    max_int: int = 16
+    extra_target: int = 0
+    name: str = field(default="number", init=False)
+
+    def __post_init__(self) -> None:
+        _check_common(self.n_target, self.n_pre, self.min_hops, self.max_hops, self.extra_target)
+        if self.max_int < self.n_target + self.n_pre:
+            raise ValueError(f"max_int={self.max_int} cannot reach the whole target window from the query; "
+                             f"use at least n_target + n_pre = {self.n_target + self.n_pre}.")
+        if not 1 <= self.n_symbols <= 26 + 26 * 26:
+            raise ValueError("n_symbols must lie in 1…702.")
+
+    @property
+    def symbols(self) -> list[str]:
+        """The target-window alphabet."""
+        letters = list(string.ascii_lowercase)
+        return (letters + [a + b for a in letters for b in letters])[: self.n_symbols]
+
+    @property
+    def vocabulary(self) -> list[str]:
+        """Symbols, then the integers 1…max_int."""
+        return self.symbols + [str(v) for v in range(1, self.max_int + 1)]
+
+    def generate(self, n: int, seed: int = 0) -> TaskBatch:
+        """``n`` prompts of ``extra_target + n_target + n_pre + 1`` tokens, deterministic in ``seed``."""
+        _check_n(n)
+        generator = torch.Generator().manual_seed(seed)
+        offset = self.extra_target
+        first_pre = offset + self.n_target
+        query = first_pre + self.n_pre
+        hop_counts = balanced(list(range(self.min_hops, self.max_hops + 1)), n, generator)
+        answer_slots = torch.empty(n, dtype=torch.long)
+        answer_symbols = torch.empty(n, dtype=torch.long)
+        for hops in hop_counts.unique().tolist():
+            rows = (hop_counts == hops).nonzero().flatten()
+            answer_slots[rows] = balanced(list(range(self.n_target)), len(rows), generator)
+            answer_symbols[rows] = balanced(list(range(self.n_symbols)), len(rows), generator)
+        tokens = torch.empty(n, query + 1, dtype=torch.long)
+        tokens[:, :first_pre] = torch.randint(0, self.n_symbols, (n, first_pre), generator=generator)
+        int_id = self.n_symbols - 1  # token id of integer v is int_id + v
+        for row in range(n):
+            answer = offset + int(answer_slots[row])
+            tokens[row, answer] = answer_symbols[row]
+            path = [query] + _path_positions(int(hop_counts[row]), answer, first_pre, self.n_pre, generator)
+            values = {p: p - q for p, q in zip(path, path[1:])}
+            for position in range(first_pre, query + 1):
+                # off-path integers point anywhere inside the prompt's effective part
+                value = values.get(position)
+                if value is None:
+                    value = int(torch.randint(1, position - offset + 1, (1,), generator=generator))
+                tokens[row, position] = int_id + value
+        answers = tokens[torch.arange(n), offset + answer_slots]
+        return TaskBatch(tokens, answers, hop_counts, offset + answer_slots,
+                         to_text(self.vocabulary, tokens), [self.vocabulary[i] for i in answers.tolist()])
+
+
+@dataclass(frozen=True)
+class LetterTask:
+    """Symbolic multi-hop task: from pair (x, y), hop to the one earlier pair starting with y.
+
+    Attributes:
+        n_target: target-window length (letter·integer pairs such as ``c2``).
+        n_pre: pre-target window length (letter·letter pairs such as ``fa``; so is the query).
+        min_hops, max_hops: hop range (equal shares).
+        n_letters: alphabet size (a–h by default).
+        n_ints: integers 1…n_ints in target pairs.
+        extra_target: extra target-window pairs before the effective window.
+    """
+
+    n_target: int = 8
+    n_pre: int = 8
+    min_hops: int = 1
+    max_hops: int = 4
+    n_letters: int = 8
+    n_ints: int = 8
+    extra_target: int = 0
+    name: str = field(default="letter", init=False)
+
+    def __post_init__(self) -> None:
+        _check_common(self.n_target, self.n_pre, self.min_hops, self.max_hops, self.extra_target)
+        if not self.max_hops < self.n_letters <= 26:
+            raise ValueError(f"n_letters must exceed max_hops (each hop needs its own letter) and be ≤ 26, "
+                             f"got {self.n_letters}.")
+        if self.n_ints < 1:
+            raise ValueError("n_ints must be ≥ 1.")
+
+    @property
+    def letters(self) -> list[str]:
+        """The letter alphabet."""
+        return list(string.ascii_lowercase[: self.n_letters])
+
+    @property
+    def vocabulary(self) -> list[str]:
+        """Letter·integer pairs, then letter·letter pairs."""
+        return ([x + str(v) for x in self.letters for v in range(1, self.n_ints + 1)]
+                + [x + y for x in self.letters for y in self.letters])
+
+    def _target_id(self, letter: int, value: int) -> int:
+        return letter * self.n_ints + value
+
+    def _pair_id(self, first: int, second: int) -> int:
+        return self.n_letters * self.n_ints + first * self.n_letters + second
+
+    def generate(self, n: int, seed: int = 0) -> TaskBatch:
+        """``n`` prompts of ``extra_target + n_target + n_pre + 1`` tokens, deterministic in ``seed``."""
+        _check_n(n)
+        generator = torch.Generator().manual_seed(seed)
+        offset = self.extra_target
+        first_pre = offset + self.n_target
+        query = first_pre + self.n_pre
+        hop_counts = balanced(list(range(self.min_hops, self.max_hops + 1)), n, generator)
+        answer_slots = torch.empty(n, dtype=torch.long)
+        answer_tokens = torch.empty(n, dtype=torch.long)
+        for hops in hop_counts.unique().tolist():
+            rows = (hop_counts == hops).nonzero().flatten()
+            answer_slots[rows] = balanced(list(range(self.n_target)), len(rows), generator)
+            answer_tokens[rows] = balanced(list(range(self.n_letters * self.n_ints)), len(rows), generator)
+        tokens = torch.empty(n, query + 1, dtype=torch.long)
+        for row in range(n):
+            tokens[row] = self._one(int(hop_counts[row]), offset + int(answer_slots[row]), int(answer_tokens[row]),
+                                    first_pre, query, generator)
+        answers = tokens[torch.arange(n), offset + answer_slots]
+        return TaskBatch(tokens, answers, hop_counts, offset + answer_slots,
+                         to_text(self.vocabulary, tokens), [self.vocabulary[i] for i in answers.tolist()])
+
+    def _one(self, hops: int, answer: int, answer_token: int, first_pre: int, query: int,
+             generator: torch.Generator) -> Tensor:
+        answer_letter, answer_value = divmod(answer_token, self.n_ints)
+        path = [query] + _path_positions(hops, answer, first_pre, self.n_pre, generator)
+        # first letters of the hop targets path[1:]: distinct, the answer's letter last
+        others = [x for x in torch.randperm(self.n_letters, generator=generator).tolist() if x != answer_letter]
+        firsts = others[: hops - 1] + [answer_letter]
+        first_of = dict(zip(path[1:], firsts))
+        # a filler at q must not start with the letter sought by any hop leaving a position > q
+        sought = [(p, x) for p, x in zip(path, firsts)]  # the hop from p looks for x
+        tokens = torch.empty(query + 1, dtype=torch.long)
+        for position in range(query + 1):
+            if position in first_of or position == query:
+                first = first_of.get(position)
+            else:
+                banned = {x for p, x in sought if position < p}
+                allowed = [x for x in range(self.n_letters) if x not in banned]
+                first = allowed[int(torch.randint(len(allowed), (1,), generator=generator))]
+            if position < first_pre:
+                value = answer_value if position == answer else int(torch.randint(self.n_ints, (1,), generator=generator))
+                tokens[position] = self._target_id(first, value)
+            else:
+                hop = path.index(position) if position in path else None
+                second = firsts[hop] if hop is not None else int(torch.randint(self.n_letters, (1,), generator=generator))
+                if position == query:
+                    first = int(torch.randint(self.n_letters, (1,), generator=generator))
+                tokens[position] = self._pair_id(first, second)
+        return tokens
+
+
+register_task("number", NumberTask)
+register_task("letter", LetterTask)
