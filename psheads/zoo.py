@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 import transformers
-from tokenizers import Tokenizer, models, pre_tokenizers
+
+from psheads.tasks.base import word_tokenizer
 
 #: Paper B's GPT-J (DESIGN.md §4): 12 layers × 1 head, hidden 128, RoPE over the whole head.
 PAPER_B_GPTJ: dict[str, Any] = dict(
@@ -30,13 +31,6 @@ def gptj_config(vocab_size: int, **overrides: Any) -> transformers.GPTJConfig:
     return transformers.GPTJConfig(**fields)
 
 
-def word_tokenizer(words: list[str]) -> transformers.PreTrainedTokenizerFast:
-    """Whitespace word-level tokenizer over ``words`` that never adds special tokens."""
-    tokenizer = Tokenizer(models.WordLevel({word: i for i, word in enumerate(words)}, unk_token=words[0]))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token=words[0], pad_token=words[0])
-
-
 def boot_local(directory: str | Path, dtype: torch.dtype = torch.float32, device: str = "cpu") -> Any:
     """Boot a local Hugging Face model directory as a TransformerBridge (no network needed).
 
@@ -53,12 +47,13 @@ def boot_local(directory: str | Path, dtype: torch.dtype = torch.float32, device
 def random_gptj(seed: int = 0, vocab_size: int = 128, **overrides: Any) -> Any:
     """A randomly initialised paper-B GPT-J (seeded), booted offline as a TransformerBridge.
 
-    The caller's global RNG state is left as it was.
+    Its words are ``w0 … w{vocab_size-3}`` plus ``<unk>`` and ``<bos>`` (the last id, which string
+    prompts get prepended by default). The caller's global RNG state is left as it was.
     """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = transformers.GPTJForCausalLM(gptj_config(vocab_size, **overrides)).eval()
     with tempfile.TemporaryDirectory() as directory:
         model.save_pretrained(directory)
-        word_tokenizer([f"w{i}" for i in range(vocab_size)]).save_pretrained(directory)
+        word_tokenizer([f"w{i}" for i in range(vocab_size - 2)]).save_pretrained(directory)
         return boot_local(directory)

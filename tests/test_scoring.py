@@ -165,3 +165,19 @@ def test_chunking_does_not_change_scores(model_factory, monkeypatch) -> None:
     monkeypatch.setattr(scoring, "CHUNK_BYTES", 4096)  # one prompt and a few swaps at a time
     chunked = psheads.score_heads(lens, tokens, by_frequency=True, reduce=False)
     pd.testing.assert_frame_equal(whole, chunked, check_exact=False, atol=1e-12, rtol=0)
+
+
+def test_string_prompts_get_bos_and_never_swap_it() -> None:
+    from psheads import zoo
+
+    model = zoo.random_gptj(seed=0)
+    lens = psheads.RopeLens(model)
+    (prepared,) = psheads.prompts.prepare_prompts(lens, ["w3 w7 w9 w1 w2"])
+    assert prepared.tokens.tolist() == [127, 3, 7, 9, 1, 2] and prepared.bos
+    assert prepared.candidates == (1, 2, 3, 4)
+    (plain,) = psheads.prompts.prepare_prompts(lens, ["w3 w7 w9 w1 w2"], prepend_bos=False)
+    assert plain.tokens.tolist() == [3, 7, 9, 1, 2] and plain.candidates == (0, 1, 2, 3)
+    frame = psheads.score_heads(lens, ["w3 w7 w9 w1 w2", "w5 w4 w3 w2 w1 w0"], layers=[0], reduce=False)
+    swaps = psheads.swap_attention(lens, "w3 w7 w9 w1 w2", layer=0, head=0)
+    assert len(swaps) == 6 and swaps["positions_i"].iloc[0] == (1,)  # 4 swappable keys, BOS left out
+    assert frame.loc[0, "positional"] == pytest.approx(swaps.attrs["positional"], abs=1e-5)

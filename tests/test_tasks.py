@@ -74,8 +74,8 @@ def test_seeded_and_tokenized(task) -> None:
     encoded = tokenizer(first.text)["input_ids"]
     assert torch.equal(torch.tensor(encoded), first.tokens)  # no special tokens added
     assert tokenizer.convert_tokens_to_ids(first.answer_text) == first.answers.tolist()
-    with pytest.raises(Exception):
-        tokenizer("not-a-word")
+    assert tokenizer("not-a-word")["input_ids"] == [len(task.vocabulary)]  # <unk>
+    assert tokenizer.bos_token_id == len(task.vocabulary) + 1 and len(tokenizer) == len(task.vocabulary) + 2
     assert len(task.vocabulary) == {"number": 136, "letter": 128}[task.name]
 
 

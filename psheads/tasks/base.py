@@ -12,7 +12,8 @@ from jaxtyping import Int
 from tokenizers import Tokenizer, models, pre_tokenizers
 from torch import Tensor
 
-UNKNOWN = "[UNK]"  # deliberately not in any vocabulary: unknown words fail loudly
+UNKNOWN = "<unk>"
+BOS = "<bos>"
 
 
 @dataclass(frozen=True)
@@ -55,18 +56,26 @@ class Task(Protocol):
         ...
 
 
-def word_tokenizer(vocabulary: list[str]) -> transformers.PreTrainedTokenizerFast:
-    """A whitespace word-level tokenizer over ``vocabulary`` that never adds special tokens.
+def word_tokenizer(words: list[str]) -> transformers.PreTrainedTokenizerFast:
+    """A whitespace word-level tokenizer over ``words`` that never adds special tokens itself.
 
-    Token ids are vocabulary indices; a word outside the vocabulary raises an error on encoding.
+    Word i gets token id i; two special words follow: ``<unk>`` (id ``len(words)``, for words
+    outside the list) and ``<bos>`` (id ``len(words) + 1``; also EOS and padding). Declaring them
+    lets TransformerLens boot the model and prepend ``<bos>`` to string prompts as one token
+    (pass ``prepend_bos=False`` to leave it out). A model using this tokenizer needs
+    ``len(words) + 2`` embeddings.
     """
-    if len(set(vocabulary)) != len(vocabulary):
-        raise ValueError("The vocabulary has duplicate words.")
-    if any(not word or any(ch.isspace() for ch in word) for word in vocabulary):
-        raise ValueError("Vocabulary words must be non-empty and contain no whitespace.")
-    tokenizer = Tokenizer(models.WordLevel({word: i for i, word in enumerate(vocabulary)}, unk_token=UNKNOWN))
+    if len(set(words)) != len(words) or {UNKNOWN, BOS} & set(words):
+        raise ValueError(f"Words must be unique and must not include {UNKNOWN} or {BOS}.")
+    if any(not word or any(ch.isspace() for ch in word) for word in words):
+        raise ValueError("Words must be non-empty and contain no whitespace.")
+    vocab = {word: i for i, word in enumerate([*words, UNKNOWN])}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=UNKNOWN))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=1 << 20)
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=1 << 20,
+                                                unk_token=UNKNOWN)
+    fast.add_special_tokens({"bos_token": BOS, "eos_token": BOS, "pad_token": BOS})
+    return fast
 
 
 def task_tokenizer(task: Task) -> transformers.PreTrainedTokenizerFast:
