@@ -1,4 +1,4 @@
-"""Command line: ``psheads demo`` (the built-in default job)."""
+"""Command line: ``psheads demo | score | profile | train``. Thin: parse, call the library, print."""
 
 from __future__ import annotations
 
@@ -6,38 +6,16 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import torch
 
-
-def _demo(args: argparse.Namespace) -> int:
-    from psheads import zoo
-    from psheads.lens import RopeLens
-    from psheads.profile import frequency_profile
-
-    print(f"Building a random paper-B GPT-J (12 layers x 1 head, hidden 128, seed {args.seed}) ...")
-    model = zoo.random_gptj(seed=args.seed)
-    lens = RopeLens(model)
-    print(f"{lens}\nSelf-check passed: the planes rebuild the model's attention pattern on every layer.\n")
-    print("RoPE geometry per layer (read from the model's own tables)")
-    print(f"{'layer':>5} {'heads':>5} {'d_head':>6} {'rot_dim':>7} {'planes':>6} {'pairing':>8} "
-          f"{'theta_1':>9} {'theta_F':>9} {'scale':>7}")
-    for geo in lens.layers:
-        print(f"{geo.layer:>5} {geo.n_heads:>5} {geo.d_head:>6} {geo.rotary_dim:>7} {geo.n_planes:>6} "
-              f"{geo.pairing:>8} {float(geo.theta[0]):>9.3g} {float(geo.theta[-1]):>9.3g} {geo.scale:>7.4f}")
-    generator = torch.Generator().manual_seed(args.seed)
-    tokens = torch.randint(0, int(model.cfg.d_vocab), (args.prompts, args.length), generator=generator)
-    if args.length < 2:
-        raise SystemExit("psheads demo: --length must be at least 2 (the query needs a key before it)")
-    profile = frequency_profile(lens, tokens, progress=not args.quiet)
-    print(f"\nFrequency usage on {args.prompts} random prompts of {args.length} tokens (query = last token)")
-    print(f"{'layer':>5} {'head':>4} {'dominant':>8} {'mean_id':>7}  top-3 planes (share)")
-    for row in profile.heads.itertuples():
-        top = (profile.planes.query("layer == @row.layer and head == @row.head")
-               .nlargest(3, "usage"))
-        shares = ", ".join(f"{int(p)} ({u:.2f})" for p, u in zip(top["plane"], top["usage"]))
-        print(f"{row.layer:>5} {row.head:>4} {row.dominant_plane:>8} {row.mean_frequency_id:>7.1f}  {shares}")
-    return 0
+#: Paper B's table 1: usage-weighted frequency ID per layer (DESIGN.md §6).
+PAPER_B_FREQUENCY_ID = {
+    "number": [1, 2, 2, 2, 10, 39, 38, 38, 38, 37, 37, 38],
+    "letter": [18, 32, 42, 37, 40, 38, 41, 38, 41, 39, 38, 40],
+}
 
 
 def _positive_int(text: str) -> int:
@@ -47,16 +25,177 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _load(model: str) -> tuple[Any, Any]:
+    """A shipped model name or a local HF directory → (TransformerLens model, task or None)."""
+    from psheads import zoo
+
+    if model in zoo.PRETRAINED:
+        shipped = zoo.load_pretrained(model)
+        return shipped.model, shipped.task
+    if not Path(model).is_dir():
+        raise SystemExit(f"psheads: {model!r} is neither a shipped model {zoo.PRETRAINED} nor a directory")
+    return zoo.boot_local(model), None
+
+
+def _prompts(args: argparse.Namespace, task: Any) -> Any:
+    from psheads.tasks import get_task
+
+    if args.prompts_file:
+        lines = [line.strip() for line in Path(args.prompts_file).read_text().splitlines() if line.strip()]
+        if not lines:
+            raise SystemExit(f"psheads: {args.prompts_file} has no prompts")
+        return lines
+    chosen = get_task(args.task) if args.task else task
+    if chosen is None:
+        raise SystemExit("psheads: pass --task or --prompts-file for a model without a task")
+    return chosen.generate(args.n, seed=args.seed).tokens
+
+
+def _score(args: argparse.Namespace) -> int:
+    from psheads.scoring import score_heads
+
+    model, task = _load(args.model)
+    frame = score_heads(model, _prompts(args, task), method=args.method, block_size=args.block_size,
+                        by_frequency=args.by_frequency, prepend_bos=False if args.no_bos else None,
+                        progress=not args.quiet)
+    if args.out:
+        frame.to_csv(args.out, index=False)
+        print(f"wrote {len(frame)} rows to {args.out}")
+    print(frame.drop(columns=["kv_head"]).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    return 0
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from psheads.profile import frequency_profile
+
+    model, task = _load(args.model)
+    profile = frequency_profile(model, _prompts(args, task), prepend_bos=False if args.no_bos else None,
+                                progress=not args.quiet)
+    if args.out:
+        profile.planes.to_csv(args.out, index=False)
+        print(f"wrote {len(profile.planes)} rows to {args.out}")
+    print(profile.heads.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    from psheads.training import TrainConfig, train
+
+    config = TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup,
+                         checkpoint_every=args.checkpoint_every, seed=args.seed, eval_prompts=args.eval_prompts,
+                         dynamics_prompts=args.dynamics_prompts,
+                         keep_planes=tuple(args.keep_planes) if args.keep_planes else None)
+    result = train(args.task, config, args.out, progress=not args.quiet)
+    final = result.evaluation[result.evaluation["step"] == result.evaluation["step"].max()]
+    print(f"final checkpoint: {result.final_checkpoint} ({result.seconds:.0f} s of training in this call)")
+    print(final.to_string(index=False))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from psheads import zoo
+
+    if all((zoo.PRETRAINED_DIR / name / "config.json").exists() for name in zoo.PRETRAINED):
+        return _demo_shipped(args)
+    return _demo_random(args)
+
+
+def _demo_shipped(args: argparse.Namespace) -> int:
+    from psheads import zoo
+    from psheads.lens import RopeLens
+    from psheads.profile import frequency_profile
+    from psheads.scoring import score_heads
+
+    for name in zoo.PRETRAINED:
+        shipped = zoo.load_pretrained(name)
+        lens = RopeLens(shipped.model)
+        prompts = shipped.task.generate(args.prompts, seed=args.seed).tokens
+        accuracy = shipped.evaluation.set_index("hops")["accuracy"]
+        print(f"\n== {name} task: {lens}")
+        print("accuracy of the shipped weights by hops: "
+              + ", ".join(f"{hops}: {acc:.4f}" for hops, acc in accuracy.items()))
+        scores = score_heads(lens, prompts, progress=not args.quiet)
+        profile = frequency_profile(lens, prompts, progress=not args.quiet).heads
+        print(f"{'layer':>5} {'positional':>10} {'symbolic':>8} {'label':>10} {'entropy':>7} "
+              f"{'dominant':>8} {'mean_id':>7} {'paper_B_id':>10}")
+        for row, prof, paper in zip(scores.itertuples(), profile.itertuples(), PAPER_B_FREQUENCY_ID[name]):
+            print(f"{row.layer:>5} {row.positional:>10.3f} {row.symbolic:>8.3f} {row.label:>10} {row.entropy:>7.3f} "
+                  f"{prof.dominant_plane:>8} {prof.mean_frequency_id:>7.1f} {paper:>10}")
+    return 0
+
+
+def _demo_random(args: argparse.Namespace) -> int:
+    from psheads import zoo
+    from psheads.lens import RopeLens
+    from psheads.profile import frequency_profile
+
+    print(f"No shipped models found: building a random paper-B GPT-J (12 layers x 1 head, hidden 128, "
+          f"seed {args.seed}) ...")
+    model = zoo.random_gptj(seed=args.seed)
+    lens = RopeLens(model)
+    print(f"{lens}\nSelf-check passed: the planes rebuild the model's attention pattern on every layer.\n")
+    print(f"{'layer':>5} {'heads':>5} {'d_head':>6} {'rot_dim':>7} {'planes':>6} {'pairing':>8} "
+          f"{'theta_1':>9} {'theta_F':>9} {'scale':>7}")
+    for geo in lens.layers:
+        print(f"{geo.layer:>5} {geo.n_heads:>5} {geo.d_head:>6} {geo.rotary_dim:>7} {geo.n_planes:>6} "
+              f"{geo.pairing:>8} {float(geo.theta[0]):>9.3g} {float(geo.theta[-1]):>9.3g} {geo.scale:>7.4f}")
+    generator = torch.Generator().manual_seed(args.seed)
+    tokens = torch.randint(0, int(model.cfg.d_vocab) - 2, (args.prompts, 17), generator=generator)
+    profile = frequency_profile(lens, tokens, progress=not args.quiet)
+    print(f"\nFrequency usage on {args.prompts} random prompts of 17 tokens (query = last token)")
+    print(f"{'layer':>5} {'head':>4} {'dominant':>8} {'mean_id':>7}")
+    for row in profile.heads.itertuples():
+        print(f"{row.layer:>5} {row.head:>4} {row.dominant_plane:>8} {row.mean_frequency_id:>7.1f}")
+    return 0
+
+
+def _add_prompt_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="a shipped model (number, letter) or a local Hugging Face directory")
+    parser.add_argument("--task", help="generate prompts from this registered task (default: the model's)")
+    parser.add_argument("--n", type=_positive_int, default=256, help="number of task prompts")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--prompts-file", help="a text file with one prompt per line instead of a task")
+    parser.add_argument("--no-bos", action="store_true", help="do not prepend BOS to text prompts")
+    parser.add_argument("--out", help="write the frame to this CSV file")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``psheads`` argument parser."""
     parser = argparse.ArgumentParser(prog="psheads", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="geometry and frequency usage of a seeded random paper-B GPT-J")
+
+    demo = sub.add_parser("demo", help="the main job: score and profile the shipped models (or a random GPT-J)")
     demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--prompts", type=_positive_int, default=64, help="number of random prompts")
-    demo.add_argument("--length", type=_positive_int, default=17, help="tokens per prompt (at least 2)")
+    demo.add_argument("--prompts", type=_positive_int, default=512, help="number of prompts")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
     demo.set_defaults(run=_demo)
+
+    score = sub.add_parser("score", help="positional/symbolic scores of every head")
+    _add_prompt_options(score)
+    score.add_argument("--method", choices=["swap", "anova"], default="swap")
+    score.add_argument("--block-size", type=_positive_int, default=1)
+    score.add_argument("--by-frequency", action="store_true")
+    score.set_defaults(run=_score)
+
+    profile = sub.add_parser("profile", help="frequency usage of every head")
+    _add_prompt_options(profile)
+    profile.set_defaults(run=_profile)
+
+    train = sub.add_parser("train", help="train paper B's GPT-J on a task (resumes by default)")
+    train.add_argument("task", help="a registered task (number, letter, ...)")
+    train.add_argument("--out", required=True, help="run directory")
+    train.add_argument("--steps", type=_positive_int, default=6000)
+    train.add_argument("--batch-size", type=_positive_int, default=64)
+    train.add_argument("--lr", type=float, default=1e-4)
+    train.add_argument("--warmup", type=int, default=750)
+    train.add_argument("--checkpoint-every", type=_positive_int, default=500)
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--eval-prompts", type=_positive_int, default=2048, help="test prompts per checkpoint")
+    train.add_argument("--dynamics-prompts", type=int, default=256, help="prompts scored per checkpoint (0: off)")
+    train.add_argument("--keep-planes", type=int, nargs="+", help="frequency gating: planes heads may use")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.set_defaults(run=_train)
     return parser
 
 
@@ -64,7 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     logging.basicConfig(level=logging.WARNING)
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except (ValueError, TypeError, FileNotFoundError) as err:
+        print(f"psheads {args.command}: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

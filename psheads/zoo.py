@@ -1,11 +1,15 @@
-"""Models psheads can build or boot itself: paper B's GPT-J shape and local HF directories."""
+"""Models psheads builds or boots: paper B's GPT-J shape, local HF directories, shipped models."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 import transformers
 
@@ -57,3 +61,58 @@ def random_gptj(seed: int = 0, vocab_size: int = 128, **overrides: Any) -> Any:
         model.save_pretrained(directory)
         word_tokenizer([f"w{i}" for i in range(vocab_size - 2)]).save_pretrained(directory)
         return boot_local(directory)
+
+
+#: Where the shipped trained models live (inside the package).
+PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
+PRETRAINED = ("number", "letter")
+
+
+@dataclass
+class Pretrained:
+    """A shipped model with its task and training record.
+
+    Attributes:
+        model: the model, booted offline as a TransformerBridge.
+        task: the task it was trained on.
+        evaluation: accuracy per hop count of the shipped weights (``hops, accuracy, n``).
+        dynamics: learning dynamics per checkpoint, layer and head (scores, labels, accuracy).
+        info: the training record (``training_config.json``).
+    """
+
+    model: Any
+    task: Any
+    evaluation: pd.DataFrame
+    dynamics: pd.DataFrame
+    info: dict
+
+
+def load_pretrained(name: str, dtype: torch.dtype = torch.float32, device: str = "cpu") -> Pretrained:
+    """Boot a shipped model (``"number"`` or ``"letter"``) offline, with its task and records."""
+    from psheads.tasks import get_task
+
+    if name not in PRETRAINED:
+        raise ValueError(f"Unknown pretrained model {name!r}; choose one of {PRETRAINED}.")
+    directory = PRETRAINED_DIR / name
+    if not (directory / "config.json").exists():
+        raise FileNotFoundError(f"The shipped model {name!r} is missing from {directory}; reinstall psheads.")
+    info = json.loads((directory / "training_config.json").read_text())
+    return Pretrained(
+        model=boot_local(directory, dtype=dtype, device=device),
+        task=get_task(info["task"], **info.get("task_options", {})),
+        evaluation=pd.read_csv(directory / "evaluation.csv", dtype={"hops": str}),
+        dynamics=pd.read_csv(directory / "dynamics.csv"),
+        info=info,
+    )
+
+
+def export_checkpoint(checkpoint: str | Path, destination: str | Path, dtype: torch.dtype = torch.float16) -> Path:
+    """Copy a training checkpoint as a lean HF directory (weights cast to ``dtype``, no optimizer)."""
+    checkpoint, destination = Path(checkpoint), Path(destination)
+    model = transformers.GPTJForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).to(dtype)
+    destination.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(destination, safe_serialization=True)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "training_config.json"):
+        if (checkpoint / name).exists():
+            shutil.copy2(checkpoint / name, destination / name)
+    return destination
