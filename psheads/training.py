@@ -157,7 +157,7 @@ def training_batch(task: Task, config: TrainConfig, step: int) -> tuple[torch.Te
 
 def evaluate(model: torch.nn.Module, task: Task, n: int, seed: int, batch_size: int = 256) -> pd.DataFrame:
     """Last-token accuracy per hop count on ``n`` fresh prompts (``hops, accuracy, n``; hops
-    is a string: "1", "2", …, and "all")."""
+    is a string: "1", "2", …, and "all"). ``model``: a HF causal LM or a TransformerLens model."""
     batch = task.generate(n, seed=seed)
     was_training = model.training
     model.eval()
@@ -165,7 +165,8 @@ def evaluate(model: torch.nn.Module, task: Task, n: int, seed: int, batch_size: 
     try:
         with torch.no_grad():
             for start in range(0, n, batch_size):
-                logits = model(batch.tokens[start : start + batch_size]).logits[:, -1]
+                out = model(batch.tokens[start : start + batch_size])
+                logits = (out.logits if hasattr(out, "logits") else out)[:, -1]  # HF or TransformerLens
                 correct.append(logits.argmax(-1) == batch.answers[start : start + batch_size])
     finally:
         model.train(was_training)
