@@ -65,7 +65,11 @@ def main() -> None:
     if args.memory_child is not None:
         memory_child(args.memory_child, args.batch_size)
         return
-    from tests.oracle import brute_force_swap_attention, make_blocks, swap_scores_from_attention
+    from tests.oracle import (
+        brute_force_swap_attention,
+        make_blocks,
+        swap_scores_from_attention,
+    )
 
     model = zoo.random_gptj(seed=0)
     lens = RopeLens(model)

@@ -5,9 +5,9 @@ exact per-frequency RoPE logit decompositions. Lower-level pieces live in
 :mod:`psheads.geometry` (pure tensor functions) and :mod:`psheads.backends`.
 """
 
+from psheads import tasks
 from psheads.lens import LayerGeometry, RopeLens, SelfCheckError
 from psheads.profile import FrequencyProfile, frequency_profile
-from psheads import tasks
 from psheads.scoring import ScoreConfig, score_heads, swap_attention
 
 __version__ = "0.1.0"

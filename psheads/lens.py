@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import operator
 import logging
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any

@@ -11,9 +11,8 @@ from __future__ import annotations
 import logging
 import math
 import sys
-from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any, Literal
 
@@ -25,8 +24,16 @@ from tqdm.auto import tqdm
 
 from psheads import geometry
 from psheads.backends import LayerCapture
+from psheads.config import from_known_fields
 from psheads.lens import LayerGeometry, as_lens, head_keys, rotated_query
-from psheads.prompts import KeyGroup, Prompt, batches, layer_groups, prepare_prompts, split_group
+from psheads.prompts import (
+    KeyGroup,
+    Prompt,
+    batches,
+    layer_groups,
+    prepare_prompts,
+    split_group,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -88,11 +95,7 @@ class ScoreConfig:
     @classmethod
     def from_dict(cls, data: dict) -> ScoreConfig:
         """Inverse of :meth:`to_dict`; unknown keys are logged and ignored."""
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            logger.warning("Ignoring unknown ScoreConfig keys: %s", sorted(unknown))
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return from_known_fields(cls, data)
 
 
 # --- pure score arithmetic -----------------------------------------------------------------

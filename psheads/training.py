@@ -26,6 +26,7 @@ import transformers
 from tqdm.auto import tqdm
 
 from psheads import geometry, zoo
+from psheads.config import from_known_fields
 from psheads.tasks import Task, get_task, task_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -92,11 +93,7 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict) -> TrainConfig:
         """Inverse of :meth:`to_dict`; unknown keys are logged and ignored."""
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            logger.warning("Ignoring unknown TrainConfig keys: %s", sorted(unknown))
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return from_known_fields(cls, data)
 
 
 @dataclass

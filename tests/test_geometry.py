@@ -6,7 +6,9 @@ import pytest
 import torch
 from transformers.models.gptj.modeling_gptj import apply_rotary_pos_emb as gptj_rotary
 from transformers.models.gptj.modeling_gptj import create_sinusoidal_positions
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb as llama_rotary
+from transformers.models.llama.modeling_llama import (
+    apply_rotary_pos_emb as llama_rotary,
+)
 
 from psheads import geometry
 

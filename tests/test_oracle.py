@@ -12,7 +12,11 @@ import transformers
 
 from tests import helpers
 from tests.conftest import model_state
-from tests.oracle import brute_force_swap_attention, make_blocks, swap_scores_from_attention
+from tests.oracle import (
+    brute_force_swap_attention,
+    make_blocks,
+    swap_scores_from_attention,
+)
 
 FAMILIES = ["llama", "gptj", "gemma2"]  # GQA; parallel attn+MLP; sliding window 5 on layer 0 + soft-cap
 

@@ -5,7 +5,15 @@ returning a :class:`TaskBatch`. ``register_task(name, factory)`` adds one; ``get
 builds it.
 """
 
-from psheads.tasks.base import Task, TaskBatch, available_tasks, get_task, register_task, task_tokenizer, word_tokenizer
+from psheads.tasks.base import (
+    Task,
+    TaskBatch,
+    available_tasks,
+    get_task,
+    register_task,
+    task_tokenizer,
+    word_tokenizer,
+)
 from psheads.tasks.multihop import LetterTask, NumberTask
 
 __all__ = [

@@ -19,28 +19,71 @@ from torch import Tensor
 from psheads.tasks.base import TaskBatch, balanced, register_task, to_text
 
 
-def _check_common(n_target: int, n_pre: int, min_hops: int, max_hops: int, extra_target: int) -> None:
-    if n_target < 1 or n_pre < 0 or extra_target < 0:
-        raise ValueError("n_target must be ≥ 1 and n_pre, extra_target ≥ 0.")
-    if not 1 <= min_hops <= max_hops:
-        raise ValueError(f"Need 1 ≤ min_hops ≤ max_hops, got {min_hops}…{max_hops}.")
-    if max_hops - 1 > n_pre:
-        raise ValueError(f"{max_hops} hops need {max_hops - 1} pre-target positions; n_pre is {n_pre}.")
-
-
 def _path_positions(hops: int, answer: int, first_pre: int, n_pre: int, generator: torch.Generator) -> list[int]:
     """Positions visited after the query: ``hops − 1`` pre-target positions (decreasing), then the answer."""
     middle = torch.randperm(n_pre, generator=generator)[: hops - 1] + first_pre
     return sorted(middle.tolist(), reverse=True) + [answer]
 
 
-def _check_n(n: int) -> None:
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}.")
+@dataclass(frozen=True)
+class _MultiHopTask:
+    """What both tasks share: window sizes, hop range, length generalization, batch assembly."""
+
+    n_target: int = 8
+    n_pre: int = 8
+    min_hops: int = 1
+    max_hops: int = 4
+    extra_target: int = 0
+
+    def __post_init__(self) -> None:
+        if self.n_target < 1 or self.n_pre < 0 or self.extra_target < 0:
+            raise ValueError("n_target must be ≥ 1 and n_pre, extra_target ≥ 0.")
+        if not 1 <= self.min_hops <= self.max_hops:
+            raise ValueError(f"Need 1 ≤ min_hops ≤ max_hops, got {self.min_hops}…{self.max_hops}.")
+        if self.max_hops - 1 > self.n_pre:
+            raise ValueError(f"{self.max_hops} hops need {self.max_hops - 1} pre-target positions; "
+                             f"n_pre is {self.n_pre}.")
+
+    @property
+    def vocabulary(self) -> list[str]:  # pragma: no cover - defined by each task
+        raise NotImplementedError
+
+    def _n_answers(self) -> int:
+        """Number of distinct answer tokens (ids 0…n−1 of the vocabulary)."""
+        raise NotImplementedError
+
+    def _row(self, hops: int, answer: int, answer_token: int, first_pre: int, query: int,
+             generator: torch.Generator) -> Tensor:
+        """One prompt whose path from the query takes ``hops`` hops to ``answer``."""
+        raise NotImplementedError
+
+    def generate(self, n: int, seed: int = 0) -> TaskBatch:
+        """``n`` prompts of ``extra_target + n_target + n_pre + 1`` tokens, deterministic in ``seed``."""
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be a positive int, got {n!r}.")
+        generator = torch.Generator().manual_seed(seed)
+        offset = self.extra_target
+        first_pre = offset + self.n_target
+        query = first_pre + self.n_pre
+        hop_counts = balanced(list(range(self.min_hops, self.max_hops + 1)), n, generator)
+        answer_slots = torch.empty(n, dtype=torch.long)
+        answer_tokens = torch.empty(n, dtype=torch.long)
+        for hops in hop_counts.unique().tolist():
+            rows = (hop_counts == hops).nonzero().flatten()
+            answer_slots[rows] = balanced(list(range(self.n_target)), len(rows), generator)
+            answer_tokens[rows] = balanced(list(range(self._n_answers())), len(rows), generator)
+        tokens = torch.stack([
+            self._row(int(hop_counts[row]), offset + int(answer_slots[row]), int(answer_tokens[row]), first_pre,
+                      query, generator)
+            for row in range(n)
+        ])
+        answers = tokens[torch.arange(n), offset + answer_slots]
+        return TaskBatch(tokens, answers, hop_counts, offset + answer_slots,
+                         to_text(self.vocabulary, tokens), [self.vocabulary[i] for i in answers.tolist()])
 
 
 @dataclass(frozen=True)
-class NumberTask:
+class NumberTask(_MultiHopTask):
     """Positional multi-hop task: an integer v at position p points to position p − v.
 
     Attributes:
@@ -52,17 +95,12 @@ class NumberTask:
         extra_target: extra target-window symbols before the effective window.
     """
 
-    n_target: int = 8
-    n_pre: int = 8
-    min_hops: int = 1
-    max_hops: int = 4
     n_symbols: int = 120
     max_int: int = 16
-    extra_target: int = 0
     name: str = field(default="number", init=False)
 
     def __post_init__(self) -> None:
-        _check_common(self.n_target, self.n_pre, self.min_hops, self.max_hops, self.extra_target)
+        super().__post_init__()
         if self.max_int < self.n_target + self.n_pre:
             raise ValueError(f"max_int={self.max_int} cannot reach the whole target window from the query; "
                              f"use at least n_target + n_pre = {self.n_target + self.n_pre}.")
@@ -80,41 +118,26 @@ class NumberTask:
         """Symbols, then the integers 1…max_int."""
         return self.symbols + [str(v) for v in range(1, self.max_int + 1)]
 
-    def generate(self, n: int, seed: int = 0) -> TaskBatch:
-        """``n`` prompts of ``extra_target + n_target + n_pre + 1`` tokens, deterministic in ``seed``."""
-        _check_n(n)
-        generator = torch.Generator().manual_seed(seed)
-        offset = self.extra_target
-        first_pre = offset + self.n_target
-        query = first_pre + self.n_pre
-        hop_counts = balanced(list(range(self.min_hops, self.max_hops + 1)), n, generator)
-        answer_slots = torch.empty(n, dtype=torch.long)
-        answer_symbols = torch.empty(n, dtype=torch.long)
-        for hops in hop_counts.unique().tolist():
-            rows = (hop_counts == hops).nonzero().flatten()
-            answer_slots[rows] = balanced(list(range(self.n_target)), len(rows), generator)
-            answer_symbols[rows] = balanced(list(range(self.n_symbols)), len(rows), generator)
-        tokens = torch.empty(n, query + 1, dtype=torch.long)
-        tokens[:, :first_pre] = torch.randint(0, self.n_symbols, (n, first_pre), generator=generator)
+    def _n_answers(self) -> int:
+        return self.n_symbols
+
+    def _row(self, hops: int, answer: int, answer_token: int, first_pre: int, query: int,
+             generator: torch.Generator) -> Tensor:
+        tokens = torch.randint(0, self.n_symbols, (query + 1,), generator=generator)
+        tokens[answer] = answer_token
+        path = [query] + _path_positions(hops, answer, first_pre, self.n_pre, generator)
+        values = {p: p - q for p, q in zip(path, path[1:])}
         int_id = self.n_symbols - 1  # token id of integer v is int_id + v
-        for row in range(n):
-            answer = offset + int(answer_slots[row])
-            tokens[row, answer] = answer_symbols[row]
-            path = [query] + _path_positions(int(hop_counts[row]), answer, first_pre, self.n_pre, generator)
-            values = {p: p - q for p, q in zip(path, path[1:])}
-            for position in range(first_pre, query + 1):
-                # off-path integers point anywhere inside the prompt's effective part
-                value = values.get(position)
-                if value is None:
-                    value = int(torch.randint(1, position - offset + 1, (1,), generator=generator))
-                tokens[row, position] = int_id + value
-        answers = tokens[torch.arange(n), offset + answer_slots]
-        return TaskBatch(tokens, answers, hop_counts, offset + answer_slots,
-                         to_text(self.vocabulary, tokens), [self.vocabulary[i] for i in answers.tolist()])
+        for position in range(first_pre, query + 1):
+            value = values.get(position)
+            if value is None:  # off-path integers point anywhere inside the effective prompt
+                value = int(torch.randint(1, position - self.extra_target + 1, (1,), generator=generator))
+            tokens[position] = int_id + value
+        return tokens
 
 
 @dataclass(frozen=True)
-class LetterTask:
+class LetterTask(_MultiHopTask):
     """Symbolic multi-hop task: from pair (x, y), hop to the one earlier pair starting with y.
 
     Attributes:
@@ -126,17 +149,12 @@ class LetterTask:
         extra_target: extra target-window pairs before the effective window.
     """
 
-    n_target: int = 8
-    n_pre: int = 8
-    min_hops: int = 1
-    max_hops: int = 4
     n_letters: int = 8
     n_ints: int = 8
-    extra_target: int = 0
     name: str = field(default="letter", init=False)
 
     def __post_init__(self) -> None:
-        _check_common(self.n_target, self.n_pre, self.min_hops, self.max_hops, self.extra_target)
+        super().__post_init__()
         if not self.max_hops < self.n_letters <= 26:
             raise ValueError(f"n_letters must exceed max_hops (each hop needs its own letter) and be ≤ 26, "
                              f"got {self.n_letters}.")
@@ -160,31 +178,12 @@ class LetterTask:
     def _pair_id(self, first: int, second: int) -> int:
         return self.n_letters * self.n_ints + first * self.n_letters + second
 
-    def generate(self, n: int, seed: int = 0) -> TaskBatch:
-        """``n`` prompts of ``extra_target + n_target + n_pre + 1`` tokens, deterministic in ``seed``."""
-        _check_n(n)
-        generator = torch.Generator().manual_seed(seed)
-        offset = self.extra_target
-        first_pre = offset + self.n_target
-        query = first_pre + self.n_pre
-        hop_counts = balanced(list(range(self.min_hops, self.max_hops + 1)), n, generator)
-        answer_slots = torch.empty(n, dtype=torch.long)
-        answer_tokens = torch.empty(n, dtype=torch.long)
-        for hops in hop_counts.unique().tolist():
-            rows = (hop_counts == hops).nonzero().flatten()
-            answer_slots[rows] = balanced(list(range(self.n_target)), len(rows), generator)
-            answer_tokens[rows] = balanced(list(range(self.n_letters * self.n_ints)), len(rows), generator)
-        tokens = torch.empty(n, query + 1, dtype=torch.long)
-        for row in range(n):
-            tokens[row] = self._one(int(hop_counts[row]), offset + int(answer_slots[row]), int(answer_tokens[row]),
-                                    first_pre, query, generator)
-        answers = tokens[torch.arange(n), offset + answer_slots]
-        return TaskBatch(tokens, answers, hop_counts, offset + answer_slots,
-                         to_text(self.vocabulary, tokens), [self.vocabulary[i] for i in answers.tolist()])
+    def _n_answers(self) -> int:
+        return self.n_letters * self.n_ints
 
-    def _one(self, hops: int, answer: int, answer_token: int, first_pre: int, query: int,
+    def _row(self, hops: int, answer: int, answer_token: int, first_pre: int, query: int,
              generator: torch.Generator) -> Tensor:
-        answer_letter, answer_value = divmod(answer_token, self.n_ints)
+        answer_letter, answer_value = divmod(answer_token, self.n_ints)  # target-pair ids come first
         path = [query] + _path_positions(hops, answer, first_pre, self.n_pre, generator)
         # first letters of the hop targets path[1:]: distinct, the answer's letter last
         others = [x for x in torch.randperm(self.n_letters, generator=generator).tolist() if x != answer_letter]
