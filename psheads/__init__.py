@@ -5,10 +5,12 @@ exact per-frequency RoPE logit decompositions. Lower-level pieces live in
 :mod:`psheads.geometry` (pure tensor functions) and :mod:`psheads.backends`.
 """
 
-from psheads import tasks
+from psheads import plotting, tasks
 from psheads.lens import LayerGeometry, RopeLens, SelfCheckError
 from psheads.profile import FrequencyProfile, frequency_profile
 from psheads.scoring import ScoreConfig, score_heads, swap_attention
+from psheads.training import TrainConfig, train
+from psheads.zoo import load_pretrained
 
 __version__ = "0.1.0"
 
@@ -18,9 +20,13 @@ __all__ = [
     "RopeLens",
     "ScoreConfig",
     "SelfCheckError",
+    "TrainConfig",
     "__version__",
     "frequency_profile",
+    "load_pretrained",
+    "plotting",
     "score_heads",
     "swap_attention",
     "tasks",
+    "train",
 ]
