@@ -1,8 +1,8 @@
 """psheads: positional vs symbolic attention heads in RoPE transformers.
 
-The public surface is small: :class:`RopeLens` wraps a TransformerLens model and exposes
+The public surface is small: ``RopeLens`` wraps a TransformerLens model and exposes
 exact per-frequency RoPE logit decompositions. Lower-level pieces live in
-:mod:`psheads.geometry` (pure tensor functions) and :mod:`psheads.backends`.
+``psheads.geometry`` (pure tensor functions) and ``psheads.backends``.
 """
 
 from psheads import plotting, tasks

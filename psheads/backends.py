@@ -3,7 +3,7 @@
 A backend answers two questions for a layer: *what is its attention geometry* (heads, scale,
 soft-cap, window, pairing) and *what were q, k̃ and the rotation tables on this input* (one
 forward pass with targeted hooks; nothing else is cached). Facts used here are listed in
-DESIGN.md §1; the lens self-check guards them.
+the docs' decomposition page; the lens self-check guards them.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class HookSite:
         return x.reshape(*x.shape[:2], -1, self.d_head)
 
     def from_canonical(self, canonical: Tensor, like: Tensor) -> Tensor:
-        """Inverse of :meth:`to_canonical`, shaped like the hook's original tensor ``like``."""
+        """Inverse of ``to_canonical``, shaped like the hook's original tensor ``like``."""
         if self.layout == "bhsd":
             return canonical.transpose(1, 2)
         return canonical.reshape(like.shape)
@@ -208,7 +208,7 @@ class Backend:
         raise NotImplementedError
 
     def remove_hook_point(self, name: str) -> None:
-        """Undo :meth:`add_hook_point`."""
+        """Undo ``add_hook_point``."""
         raise NotImplementedError
 
     def pattern_is_live(self, layer: int) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -11,7 +12,7 @@ from typing import Any
 
 import torch
 
-#: Paper B's table 1: usage-weighted frequency ID per layer (DESIGN.md §6).
+#: Paper B's table 1: usage-weighted frequency ID per layer (docs: science page).
 PAPER_B_FREQUENCY_ID = {
     "number": [1, 2, 2, 2, 10, 39, 38, 38, 38, 37, 37, 38],
     "letter": [18, 32, 42, 37, 40, 38, 41, 38, 41, 39, 38, 40],
@@ -34,7 +35,14 @@ def _load(model: str) -> tuple[Any, Any]:
         return shipped.model, shipped.task
     if not Path(model).is_dir():
         raise SystemExit(f"psheads: {model!r} is neither a shipped model {zoo.PRETRAINED} nor a directory")
-    return zoo.boot_local(model), None
+    record = Path(model) / "training_config.json"  # a psheads training checkpoint knows its task
+    task = None
+    if record.exists():
+        from psheads.tasks import get_task
+
+        info = json.loads(record.read_text())
+        task = get_task(info["task"], **info.get("task_options", {}))
+    return zoo.boot_local(model), task
 
 
 def _prompts(args: argparse.Namespace, task: Any) -> Any:
@@ -85,7 +93,7 @@ def _train(args: argparse.Namespace) -> int:
                          checkpoint_every=args.checkpoint_every, seed=args.seed, eval_prompts=args.eval_prompts,
                          dynamics_prompts=args.dynamics_prompts,
                          keep_planes=tuple(args.keep_planes) if args.keep_planes else None)
-    result = train(args.task, config, args.out, progress=not args.quiet)
+    result = train(args.task, config, args.out, resume=not args.no_resume, progress=not args.quiet)
     final = result.evaluation[result.evaluation["step"] == result.evaluation["step"].max()]
     print(f"final checkpoint: {result.final_checkpoint} ({result.seconds:.0f} s of training in this call)")
     print(final.to_string(index=False))
@@ -194,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--eval-prompts", type=_positive_int, default=2048, help="test prompts per checkpoint")
     train.add_argument("--dynamics-prompts", type=int, default=256, help="prompts scored per checkpoint (0: off)")
     train.add_argument("--keep-planes", type=int, nargs="+", help="frequency gating: planes heads may use")
+    train.add_argument("--no-resume", action="store_true", help="refuse a directory that already has checkpoints")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.set_defaults(run=_train)
     return parser

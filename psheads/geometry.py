@@ -1,6 +1,6 @@
 """Pure tensor functions for RoPE geometry and the per-plane logit decomposition.
 
-Conventions (see DESIGN.md §1):
+Conventions:
 
 * A head vector has ``d_head`` dimensions; the first ``rotary_dim`` are rotated in
   ``rotary_dim / 2`` two-dimensional planes, the rest are left unrotated.
@@ -88,7 +88,7 @@ class PlaneLayout:
 def plane_layout(
     d_head: int, rotary_dim: int, pairing: Pairing, order: Int[Tensor, " plane"] | None = None
 ) -> PlaneLayout:
-    """Build a :class:`PlaneLayout`.
+    """Build a ``PlaneLayout``.
 
     Args:
         d_head: head dimension.
@@ -179,7 +179,7 @@ def position_token_logits(
     scale: float,
     by_frequency: bool = False,
 ) -> Float[Tensor, "*batch head position token"] | Float[Tensor, "*batch head plane position token"]:
-    """The position × token logit matrix ``M[p, m] = scale · q_rotᵀ R_p k̃_m`` (DESIGN.md §2.2).
+    """The position × token logit matrix ``M[p, m] = scale · q_rotᵀ R_p k̃_m``.
 
     Uses ``(R_p k)_d = k_d cos_pd + sign_d k_partner(d) sin_pd``, so no rotated copy of every key
     at every position is materialised. Computed in fp64.
@@ -187,7 +187,7 @@ def position_token_logits(
     Args:
         q_rot: rotated query at the query position (one per head).
         k_pre: pre-rotary keys of the tokens (expanded to query heads).
-        cos: full-head cos table at the positions (rows of M), as from :func:`extend_tables`.
+        cos: full-head cos table at the positions (rows of M), as from ``extend_tables``.
         sin: full-head sin table at the same positions.
         layout: plane layout.
         scale: score scale.

@@ -149,8 +149,8 @@ class RopeLens:
     Args:
         model: a ``TransformerBridge`` or ``HookedTransformer`` using RoPE.
         self_check: rebuild the model's attention pattern from the planes on a probe input and
-            raise :class:`SelfCheckError` if they disagree (tolerance by dtype:
-            :data:`SELF_CHECK_TOLERANCE`).
+            raise ``SelfCheckError`` if they disagree (tolerance by dtype:
+            ``SELF_CHECK_TOLERANCE``).
         probe_length: probe length in tokens (capped at the model's context).
         seed: seed of the random probe tokens.
 
@@ -193,7 +193,7 @@ class RopeLens:
         )
 
     def geometry_frame(self) -> pd.DataFrame:
-        """All layers' planes as one tidy frame (see :meth:`LayerGeometry.to_frame`)."""
+        """All layers' planes as one tidy frame (see ``LayerGeometry.to_frame``)."""
         return pd.concat([g.to_frame() for g in self.layers], ignore_index=True)
 
     # --- validation -------------------------------------------------------------------------
@@ -265,7 +265,7 @@ class RopeLens:
     def frequency_logits_by_layer(
         self, tokens: Any, layers: Sequence[int] | None = None, query: int = -1
     ) -> Iterator[tuple[int, Float[Tensor, "batch head plane key"]]]:
-        """:meth:`frequency_logits` for several layers from one forward pass.
+        """``frequency_logits`` for several layers from one forward pass.
 
         Yields ``(layer, planes)`` in layer order; only one layer's planes are built at a time.
         """
@@ -287,8 +287,8 @@ class RopeLens:
     ) -> Float[Tensor, "batch head position token"] | Float[Tensor, "batch head plane position token"]:
         """The matrix ``M[p, m]``: the logit the token now at ``m`` would get at position ``p``.
 
-        Positions and tokens run over ``0…query`` (DESIGN.md §2.2). Pre-soft-cap; apply
-        :func:`psheads.geometry.soft_cap` entrywise if the layer has one. The diagonal is the
+        Positions and tokens run over ``0…query``. Pre-soft-cap; apply
+        ``psheads.geometry.soft_cap`` entrywise if the layer has one. The diagonal is the
         model's own logit row.
 
         Returns:
@@ -386,7 +386,7 @@ class RopeLens:
         Inside the block the names work with the model's own ``run_with_hooks``,
         ``run_with_cache`` and ``hooks``. Each holds the layer's per-plane logits
         ``[batch, head, plane, query, key]`` (fp64, scale included, pre-soft-cap, unmasked;
-        planes as in :meth:`frequency_logits`). A hook that returns (or writes) a changed
+        planes as in ``frequency_logits``). A hook that returns (or writes) a changed
         tensor re-weights the layer's attention to ``softmax(mask(soft-cap(Σ planes)))``;
         an unchanged tensor leaves the model's computation untouched. The planes are only
         computed for layers whose hook point has hooks. Everything is removed on exit.
@@ -484,5 +484,5 @@ def pattern_error(geo: LayerGeometry, capture: LayerCapture) -> float:
 
 
 def as_lens(model_or_lens: Any) -> RopeLens:
-    """Return a :class:`RopeLens` (wrapping a model, or the lens itself, so no second self-check)."""
+    """Return a ``RopeLens`` (wrapping a model, or the lens itself, so no second self-check)."""
     return model_or_lens if isinstance(model_or_lens, RopeLens) else RopeLens(model_or_lens)

@@ -16,7 +16,7 @@ def score_plane(frame: pd.DataFrame, gamma: float | None = None) -> go.Figure:
     """Heads on the positional–symbolic plane, coloured by label, with the γ label regions.
 
     Args:
-        frame: a :func:`psheads.score_heads` frame (reduced).
+        frame: a ``psheads.score_heads`` frame (reduced).
         gamma: label threshold (default: the frame's ``attrs["config"]["gamma"]``, else 0.1).
     """
     gamma = gamma if gamma is not None else frame.attrs.get("config", {}).get("gamma", 0.1)
@@ -42,7 +42,7 @@ def learning_dynamics(dynamics: pd.DataFrame, head: int = 0) -> go.Figure:
     """Positional and symbolic scores of every layer over training steps (one panel each).
 
     Args:
-        dynamics: a dynamics table from :func:`psheads.training.train` (``step, layer, head, …``).
+        dynamics: a dynamics table from ``psheads.training.train`` (``step, layer, head, …``).
         head: the head to show.
     """
     part = dynamics[dynamics["head"] == head].sort_values(["layer", "step"])

@@ -1,4 +1,4 @@
-"""Frequency usage: how much of each head's logit variation each RoPE plane carries (DESIGN.md §2.4)."""
+"""Frequency usage: how much of each head's logit variation each RoPE plane carries."""
 
 from __future__ import annotations
 
@@ -52,12 +52,12 @@ def frequency_profile(
     batch_size: int = 32,
     progress: bool | None = None,
 ) -> FrequencyProfile:
-    """Usage share of each RoPE plane per head, averaged over prompts (DESIGN.md §2.4).
+    """Usage share of each RoPE plane per head, averaged over prompts.
 
     Args:
-        model_or_lens: a TransformerLens RoPE model or a :class:`RopeLens`.
-        prompts: strings, a LongTensor ``[n, pos]`` or token-id lists (see :mod:`psheads.prompts`).
-        query: query position (default: each prompt's last token), as in :func:`psheads.score_heads`.
+        model_or_lens: a TransformerLens RoPE model or a ``RopeLens``.
+        prompts: strings, a LongTensor ``[n, pos]`` or token-id lists (see ``psheads.prompts``).
+        query: query position (default: each prompt's last token), as in ``psheads.score_heads``.
         swappable: the keys whose logits count (default: every key before the query but BOS).
         exclude_bos: drop position 0 (None: when it holds the BOS token).
         prepend_bos: for string prompts (None: the model's default).
@@ -66,7 +66,7 @@ def frequency_profile(
         progress: show a progress bar (default: only on a TTY).
 
     Returns:
-        A :class:`FrequencyProfile`; the usage definition is in ``planes.attrs``.
+        The ``FrequencyProfile``; the usage definition is in ``planes.attrs``.
     """
     lens = as_lens(model_or_lens)
     if not (isinstance(batch_size, int) and batch_size >= 1):

@@ -1,4 +1,4 @@
-"""Positional–symbolic head scores (DESIGN.md §2), computed exactly from the matrix M.
+"""Positional–symbolic head scores, computed exactly from the matrix M.
 
 The swap score of paper B swaps two blocks of hidden states entering a layer and re-runs it.
 Every swapped input's logits are entries of ``M[p, m] = scale · q_rotᵀ R_p k̃_m`` (positions p,
@@ -45,7 +45,7 @@ LABELS = ("positional", "symbolic", "uniform", "mixed")
 
 @dataclass(frozen=True)
 class ScoreConfig:
-    """Options of :func:`score_heads` (recorded in ``df.attrs["config"]``).
+    """Options of ``score_heads`` (recorded in ``df.attrs["config"]``).
 
     Attributes:
         method: ``"swap"`` (paper B's swap score) or ``"anova"`` (all-permutation shares, §2.3).
@@ -94,7 +94,7 @@ class ScoreConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> ScoreConfig:
-        """Inverse of :meth:`to_dict`; unknown keys are logged and ignored."""
+        """Inverse of ``to_dict``; unknown keys are logged and ignored."""
         return from_known_fields(cls, data)
 
 
@@ -168,7 +168,7 @@ def swap_attention_from_M(
         M: logits ``M[p, m]`` over the swappable set (positions × tokens, S order).
         other: logits to the visible keys outside S (never moved by a swap).
         block_size: block size b.
-        pair_chunk: pairs evaluated at once (default: as many as fit in :data:`CHUNK_BYTES`).
+        pair_chunk: pairs evaluated at once (default: as many as fit in ``CHUNK_BYTES``).
     """
     M, other = M.double(), other.double()
     n = M.shape[-1]
@@ -210,7 +210,7 @@ def swap_weights(swap: SwapAttention, tau: float) -> Float[Tensor, "*lead pair"]
 
 
 def swap_scores(swap: SwapAttention, tau: float) -> tuple[Float[Tensor, "*lead"], Float[Tensor, "*lead"]]:
-    """Paper B's ``(s_POS, s_SYM)`` from block attentions (DESIGN.md §2.1)."""
+    """Paper B's ``(s_POS, s_SYM)`` from block attentions."""
     d_i = swap.d_base[..., swap.pairs[:, 0]]
     d_j = swap.d_base[..., swap.pairs[:, 1]]
     weights = swap_weights(swap, tau)
@@ -248,7 +248,7 @@ def anova_shares(M: Float[Tensor, "*lead n n"]) -> tuple[Tensor, Tensor, Tensor]
 
 
 def label(positional: float, symbolic: float, gamma: float = 0.1) -> str:
-    """The labelling rule of DESIGN.md §2.1 (γ: threshold)."""
+    """The labelling rule: pure positional ⇔ s_POS ≥ 1−γ and s_SYM ≤ γ; symbolic the mirror image; uniform ⇔ both ≥ 1−γ; mixed otherwise."""
     high_pos, high_sym = positional >= 1 - gamma, symbolic >= 1 - gamma
     if high_pos and high_sym:
         return "uniform"
@@ -420,9 +420,9 @@ def score_heads(
     """Positional and symbolic scores of every head, exactly and without re-running anything.
 
     Args:
-        model_or_lens: a TransformerLens RoPE model, or a :class:`~psheads.RopeLens` (reused, so
+        model_or_lens: a TransformerLens RoPE model, or a ``RopeLens`` (reused, so
             its self-check is not repeated).
-        prompts: strings, a LongTensor ``[n, pos]`` or token-id lists (see :mod:`psheads.prompts`).
+        prompts: strings, a LongTensor ``[n, pos]`` or token-id lists (see ``psheads.prompts``).
         query: query position (default: each prompt's last token), an int or one per prompt.
         swappable: key positions that may be swapped (default: every key before the query except
             BOS; keys a layer's sliding window masks are always dropped).
@@ -490,7 +490,7 @@ def swap_attention(
     """Every swap of one prompt and head: block attention before and after, weight and cosines.
 
     Args:
-        model_or_lens: a TransformerLens RoPE model or a :class:`~psheads.RopeLens`.
+        model_or_lens: a TransformerLens RoPE model or a ``RopeLens``.
         prompt: one prompt (a string, a 1-D LongTensor or a list of token ids).
         layer: layer index.
         head: query head.

@@ -1,11 +1,11 @@
-"""Paper B's GPT-J training recipe (DESIGN.md §4) with checkpoints, resume and learning dynamics.
+"""Paper B's GPT-J training recipe with checkpoints, resume and learning dynamics.
 
 ``train(task, config)`` trains a GPT-J from scratch on fresh task samples (each step's batch is
 seeded by the step, so an interrupted run resumes on exactly the data it would have seen), with
 the loss on the last position only. Every ``checkpoint_every`` steps it writes a Hugging Face
 directory (safetensors, tokenizer, ``training_config.json``, optimizer state) atomically,
 evaluates accuracy per hop count on a fixed fresh test set and scores every head with
-:func:`psheads.score_heads`; the rows accumulate in ``dynamics.csv``.
+``psheads.score_heads``; the rows accumulate in ``dynamics.csv``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class TrainConfig:
         eval_prompts: size of the fixed test set used at every checkpoint.
         dynamics_prompts: test prompts scored with ``score_heads`` at every checkpoint (0: off).
         seed: seed of the initialisation, the data and dropout.
-        model: overrides of the GPT-J config (:data:`psheads.zoo.PAPER_B_GPTJ`).
+        model: overrides of the GPT-J config (``psheads.zoo.PAPER_B_GPTJ``).
         keep_planes: frequency gating: if set, every head may only use these frequency IDs
             (1 = fastest; 0 = unrotated dims); the other planes of q are held at exactly zero.
     """
@@ -92,13 +92,13 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> TrainConfig:
-        """Inverse of :meth:`to_dict`; unknown keys are logged and ignored."""
+        """Inverse of ``to_dict``; unknown keys are logged and ignored."""
         return from_known_fields(cls, data)
 
 
 @dataclass
 class TrainResult:
-    """What :func:`train` produced.
+    """What ``train`` produced.
 
     Attributes:
         output_dir: the run directory.
@@ -131,6 +131,10 @@ def query_keep_mask(model: transformers.GPTJForCausalLM, keep_planes: tuple[int,
     d_head = cfg.n_embd // cfg.n_head
     layout = geometry.plane_layout(d_head, cfg.rotary_dim or d_head, "adjacent")
     all_planes = list(range(1, layout.n_planes + 1)) + ([0] if layout.rotary_dim < d_head else [])
+    unknown = sorted(set(keep_planes) - set(all_planes))
+    if unknown:
+        raise ValueError(f"keep_planes {unknown} do not exist: this model has frequency IDs 1…{layout.n_planes}"
+                         + (" and 0 (unrotated dims)." if 0 in all_planes else "."))
     head_mask = geometry.plane_keep_mask(layout, [p for p in all_planes if p not in keep_planes])
     return head_mask.repeat(cfg.n_head)
 
@@ -246,14 +250,15 @@ def train(task: Task | str, config: TrainConfig | None = None, output_dir: str |
     """Train paper B's GPT-J on ``task`` (see the module docstring).
 
     Args:
-        task: a :class:`~psheads.tasks.Task` or a registered task name.
+        task: a ``Task`` or a registered task name.
         config: the recipe (default: paper B's).
         output_dir: run directory (checkpoints, ``evaluation.csv``, ``dynamics.csv``).
-        resume: continue from the newest complete checkpoint in ``output_dir`` if there is one.
+        resume: continue from the newest complete checkpoint in ``output_dir`` if there is one
+            (with ``False``, a directory that already holds checkpoints is refused).
         progress: progress bar (default: only on a TTY).
 
     Returns:
-        A :class:`TrainResult`.
+        The run's ``TrainResult``.
     """
     task = get_task(task) if isinstance(task, str) else task
     config = config or TrainConfig()
@@ -266,7 +271,10 @@ def train(task: Task | str, config: TrainConfig | None = None, output_dir: str |
     start = 0
     evaluation = _read_csv(output_dir / "evaluation.csv")
     dynamics = _read_csv(output_dir / "dynamics.csv")
-    checkpoint = latest_checkpoint(output_dir) if resume else None
+    checkpoint = latest_checkpoint(output_dir)
+    if checkpoint is not None and not resume:
+        raise ValueError(f"{output_dir} already holds checkpoints ({checkpoint.name}); pass a new output_dir, "
+                         "or resume=True to continue that run.")
     if checkpoint is not None:
         saved = json.loads((checkpoint / "training_config.json").read_text())
         if saved["training"] != config.to_dict() or saved["task"] != task.name:

@@ -15,7 +15,6 @@ import transformers
 
 from psheads.tasks.base import word_tokenizer
 
-#: Paper B's GPT-J (DESIGN.md §4): 12 layers × 1 head, hidden 128, RoPE over the whole head.
 PAPER_B_GPTJ: dict[str, Any] = dict(
     n_layer=12,
     n_head=1,
@@ -27,6 +26,7 @@ PAPER_B_GPTJ: dict[str, Any] = dict(
     embd_pdrop=0.1,
     attn_pdrop=0.1,
 )
+"""Paper B's GPT-J: 12 layers × 1 head, hidden 128, RoPE over the whole head, dropout 0.1."""
 
 
 def gptj_config(vocab_size: int, **overrides: Any) -> transformers.GPTJConfig:
@@ -63,9 +63,10 @@ def random_gptj(seed: int = 0, vocab_size: int = 128, **overrides: Any) -> Any:
         return boot_local(directory)
 
 
-#: Where the shipped trained models live (inside the package).
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
+"""Where the shipped trained models live (inside the package)."""
 PRETRAINED = ("number", "letter")
+"""Names of the shipped models."""
 
 
 @dataclass
@@ -88,7 +89,12 @@ class Pretrained:
 
 
 def load_pretrained(name: str, dtype: torch.dtype = torch.float32, device: str = "cpu") -> Pretrained:
-    """Boot a shipped model (``"number"`` or ``"letter"``) offline, with its task and records."""
+    """Boot a shipped model (``"number"`` or ``"letter"``) offline, with its task and records.
+
+    Raises:
+        ValueError: unknown name.
+        FileNotFoundError: the model files are missing from the installation.
+    """
     from psheads.tasks import get_task
 
     if name not in PRETRAINED:

@@ -49,7 +49,10 @@ def test_train_command(capsys, tmp_path) -> None:
             "--checkpoint-every", "1", "--eval-prompts", "16", "--dynamics-prompts", "0", "--quiet"]
     assert cli.main(args) == 0
     assert "final checkpoint" in capsys.readouterr().out
-    assert (tmp_path / "run" / "checkpoint-000002" / "model.safetensors").exists()
+    checkpoint = tmp_path / "run" / "checkpoint-000002"
+    assert (checkpoint / "model.safetensors").exists()
+    # a checkpoint knows its task: no --task needed
+    assert cli.main(["score", str(checkpoint), "--n", "8", "--quiet"]) == 0
 
 
 def test_errors_exit_cleanly(capsys, tmp_path) -> None:

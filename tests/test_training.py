@@ -37,6 +37,8 @@ def test_config_validates_and_round_trips() -> None:
         training.TrainConfig(steps=10, warmup_steps=10)
     with pytest.raises(ValueError, match="batch_size"):
         training.TrainConfig(batch_size=0)
+    with pytest.raises(ValueError, match=r"keep_planes \[99\] do not exist"):
+        training.build_model(NumberTask(), tiny_config(keep_planes=[1, 99]))
 
 
 def test_run_checkpoints_resume_and_dynamics(tmp_path) -> None:
@@ -61,6 +63,8 @@ def test_run_checkpoints_resume_and_dynamics(tmp_path) -> None:
     assert resumed.evaluation["step"].tolist() == full.evaluation["step"].tolist()
     with pytest.raises(ValueError, match="another task or configuration"):
         training.train(task, tiny_config(lr=3e-4), tmp_path / "full", progress=False)
+    with pytest.raises(ValueError, match="already holds checkpoints"):
+        training.train(task, config, tmp_path / "full", resume=False, progress=False)
 
 
 def test_checkpoints_boot_offline_with_their_tokenizer(tmp_path) -> None:

@@ -1,7 +1,7 @@
 """Tasks: paper B's multi-hop number and letter tasks, and a registry for your own.
 
 A task has a ``name``, a ``vocabulary`` (word i is token id i) and ``generate(n, seed)``
-returning a :class:`TaskBatch`. ``register_task(name, factory)`` adds one; ``get_task(name)``
+returning a ``TaskBatch``. ``register_task(name, factory)`` adds one; ``get_task(name)``
 builds it.
 """
 

@@ -104,7 +104,8 @@ def register_task(name: str, factory: Callable[..., Task]) -> None:
     """Make ``get_task(name, **options)`` build a task with ``factory(**options)``.
 
     Raises:
-        ValueError: ``name`` is already registered.
+        ValueError: ``name`` is empty or already registered.
+        TypeError: ``factory`` is not callable.
     """
     if not isinstance(name, str) or not name:
         raise ValueError("A task name must be a non-empty string.")
@@ -116,7 +117,12 @@ def register_task(name: str, factory: Callable[..., Task]) -> None:
 
 
 def get_task(name: str, **options: object) -> Task:
-    """Build the registered task ``name`` with ``options``."""
+    """Build the registered task ``name`` with ``options``.
+
+    Raises:
+        ValueError: no task of that name is registered.
+        TypeError: the factory did not return a Task.
+    """
     if name not in _REGISTRY:
         raise ValueError(f"Unknown task {name!r}; registered tasks: {', '.join(sorted(_REGISTRY))}.")
     task = _REGISTRY[name](**options)

@@ -1,4 +1,4 @@
-"""Paper B's multi-hop tasks (DESIGN.md §3): the positional number task, the symbolic letter task.
+"""Paper B's multi-hop tasks: the positional number task, the symbolic letter task.
 
 Both have ``n_target`` target-window tokens, ``n_pre`` pre-target tokens and one query token
 (8 + 8 + 1 = 17 by default), no BOS, and the answer as the next token. Hops start at the query
@@ -89,7 +89,8 @@ class NumberTask(_MultiHopTask):
     Attributes:
         n_target: target-window length (symbols).
         n_pre: pre-target window length (integers; the query is one more integer).
-        min_hops, max_hops: hop range (equal shares).
+        min_hops: fewest hops (hop counts from min to max come in equal shares).
+        max_hops: most hops.
         n_symbols: alphabet size (a–z, then the bigrams aa, ab, …; 120 by default).
         max_int: largest integer (16 by default: any hop from the query into the window fits).
         extra_target: extra target-window symbols before the effective window.
@@ -143,7 +144,8 @@ class LetterTask(_MultiHopTask):
     Attributes:
         n_target: target-window length (letter·integer pairs such as ``c2``).
         n_pre: pre-target window length (letter·letter pairs such as ``fa``; so is the query).
-        min_hops, max_hops: hop range (equal shares).
+        min_hops: fewest hops (hop counts from min to max come in equal shares).
+        max_hops: most hops.
         n_letters: alphabet size (a–h by default).
         n_ints: integers 1…n_ints in target pairs.
         extra_target: extra target-window pairs before the effective window.
