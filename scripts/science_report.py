@@ -25,9 +25,10 @@ def first_step(evaluation: pd.DataFrame, threshold: float) -> dict[str, int | No
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--prompts", type=int, default=1024)
+    parser.add_argument("--tasks", nargs="+", default=["number", "letter"])
     args = parser.parse_args()
     pd.set_option("display.width", 200)
-    for name in ("number", "letter"):
+    for name in args.tasks:
         shipped = load_pretrained(name)
         lens = RopeLens(shipped.model)
         prompts = shipped.task.generate(args.prompts, seed=2024).tokens

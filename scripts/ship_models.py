@@ -21,9 +21,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("runs", type=Path, help="directory holding one run directory per task")
     parser.add_argument("--test-prompts", type=int, default=8192)
+    parser.add_argument("--tasks", nargs="+", default=list(zoo.PRETRAINED), choices=zoo.PRETRAINED)
     args = parser.parse_args()
     total = 0
-    for name in zoo.PRETRAINED:
+    for name in args.tasks:
         checkpoint = training.latest_checkpoint(args.runs / name)
         if checkpoint is None:
             raise SystemExit(f"no checkpoint in {args.runs / name}")
@@ -39,7 +40,7 @@ def main() -> None:
         total += size
         print(f"{name}: {checkpoint.name} -> {destination} ({size / 1e6:.1f} MB)")
         print(evaluation.to_string(index=False))
-    print(f"total shipped: {total / 1e6:.1f} MB")
+    print(f"shipped now: {total / 1e6:.1f} MB")
 
 
 if __name__ == "__main__":
