@@ -123,6 +123,9 @@ def preserved_state(model: torch.nn.Module) -> Iterator[None]:
     submodule: its modules are restored too.
     """
     flags = [(module, module.training) for module in all_modules(model)]
+    if not any(was_training for _, was_training in flags):  # already in eval mode: nothing to switch
+        yield
+        return
     model.eval()
     try:
         yield

@@ -18,6 +18,7 @@ Everything here is stateless and works on fp64 unless stated otherwise.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -75,14 +76,18 @@ class PlaneLayout:
         """Number of rotated planes F (the result tensors carry F + 1 slices)."""
         return int(self.dims.shape[0])
 
-    def membership(self) -> Float[Tensor, "d_head plane"]:
-        """One-hot map from head dims to result slices (F planes, then the unrotated slice)."""
+    @functools.cached_property
+    def _membership(self) -> Float[Tensor, "d_head plane"]:
         out = torch.zeros(self.d_head, self.n_planes + 1, dtype=torch.float64)
         for slot, (a, b) in enumerate(self.dims.tolist()):
             out[a, slot] = 1.0
             out[b, slot] = 1.0
         out[self.rotary_dim :, self.n_planes] = 1.0
         return out
+
+    def membership(self) -> Float[Tensor, "d_head plane"]:
+        """One-hot map from head dims to result slices (F planes, then the unrotated slice)."""
+        return self._membership
 
 
 def plane_layout(
