@@ -8,6 +8,7 @@ layer and head. All score arithmetic is fp64.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import sys
@@ -313,27 +314,65 @@ def _group_scores(geo: LayerGeometry, capture: LayerCapture, group: KeyGroup, he
     return {name: value.cpu() for name, value in out.items()}
 
 
+def _same_geometry(a: LayerGeometry, b: LayerGeometry, capture_a: LayerCapture, capture_b: LayerCapture) -> bool:
+    """Whether two layers can be scored as one stack of heads (same geometry and tables)."""
+    facts = ("n_heads", "n_kv_heads", "d_head", "rotary_dim", "pairing", "scale", "softcap", "window")
+    return (all(getattr(a, name) == getattr(b, name) for name in facts)
+            and torch.equal(a.layout.dims, b.layout.dims)
+            and torch.equal(capture_a.cos, capture_b.cos) and torch.equal(capture_a.sin, capture_b.sin))
+
+
+def _layer_stacks(lens: RopeLens, layers: list[int], captures: dict[int, LayerCapture]) -> list[list[int]]:
+    """Layers grouped so that each group's heads can be stacked and scored in one pass."""
+    stacks: list[list[int]] = []
+    for layer in layers:
+        for stack in stacks:
+            if _same_geometry(lens.layers[stack[0]], lens.layers[layer], captures[stack[0]], captures[layer]):
+                stack.append(layer)
+                break
+        else:
+            stacks.append([layer])
+    return stacks
+
+
 def _iter_group_scores(
     lens: RopeLens, prompts: list[Prompt], config: ScoreConfig, layers: list[int], progress: bool | None
 ) -> Iterator[tuple[LayerGeometry, KeyGroup, Tensor, dict[str, Tensor]]]:
-    """One forward pass per batch; yields ``(layer geometry, group, heads, scores)``."""
+    """One forward pass per batch; yields ``(layer geometry, group, heads, scores)``.
+
+    Layers with the same geometry and rotation tables are scored together, their heads stacked
+    (head ``h`` of the ``i``-th stacked layer becomes head ``i · n_heads + h``); with
+    ``by_frequency`` each layer and head is scored on its own to bound memory.
+    """
     n_batches = math.ceil(len(prompts) / config.batch_size)
     disable = (not sys.stderr.isatty()) if progress is None else not progress
     for indices, tokens, query in tqdm(batches(prompts, config.batch_size), total=n_batches,
                                        desc="score_heads", disable=disable):
         captures = lens.capture(tokens, layers, query)
-        for layer in layers:
-            geo, capture = lens.layers[layer], captures.pop(layer)
-            heads = torch.tensor(config.heads if config.heads is not None else range(geo.n_heads))
-            for group in layer_groups(prompts, indices, geo, 2 * config.block_size,
+        stacks = [[layer] for layer in layers] if config.by_frequency else _layer_stacks(lens, layers, captures)
+        for stack in stacks:
+            first = lens.layers[stack[0]]
+            heads = torch.tensor(config.heads if config.heads is not None else range(first.n_heads))
+            geo = dataclasses.replace(first, n_heads=first.n_heads * len(stack),
+                                      n_kv_heads=first.n_kv_heads * len(stack))
+            capture = LayerCapture(q=torch.cat([captures[layer].q for layer in stack], dim=2),
+                                   k=torch.cat([captures[layer].k for layer in stack], dim=2),
+                                   cos=captures[stack[0]].cos, sin=captures[stack[0]].sin)
+            stacked = torch.cat([i * first.n_heads + heads for i in range(len(stack))])
+            for group in layer_groups(prompts, indices, first, 2 * config.block_size,
                                       f"2 blocks of {config.block_size}"):
                 # M takes [prompt, head, (plane,) n, n]: stream over heads and prompts to bound memory
-                head_chunks = heads.split(1) if config.by_frequency else [heads]
+                head_chunks = stacked.split(1) if config.by_frequency else [stacked]
                 slots = geo.n_planes + 1 if config.by_frequency else 1
                 per_prompt = 8 * len(head_chunks[0]) * slots * len(group.swappable) ** 2
                 for part in split_group(group, max(1, CHUNK_BYTES // per_prompt)):
                     for head_chunk in head_chunks:
-                        yield geo, part, head_chunk, _group_scores(geo, capture, part, head_chunk, config)
+                        scores = _group_scores(geo, capture, part, head_chunk, config)
+                        n = len(head_chunk) // len(stack)
+                        for i, layer in enumerate(stack):
+                            yield (lens.layers[layer], part, head_chunk[i * n : (i + 1) * n] - i * first.n_heads,
+                                   {name: value[:, i * n : (i + 1) * n] for name, value in scores.items()})
+        captures.clear()
 
 
 def _slots(geo: LayerGeometry, by_frequency: bool) -> dict[str, list]:
