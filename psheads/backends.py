@@ -1,9 +1,11 @@
-"""The only module that knows TransformerBridge vs HookedTransformer and each family's quirks.
+"""The only module that knows TransformerBridge vs HookedTransformer, and the one place that
+touches TransformerLens (and torch) internals.
 
-A backend answers two questions for a layer: *what is its attention geometry* (heads, scale,
-soft-cap, window, pairing) and *what were q, k̃ and the rotation tables on this input* (one
-forward pass with targeted hooks; nothing else is cached). Facts used here are listed in
-the docs' decomposition page; the lens self-check guards them.
+A backend answers two questions for a layer: *what are its static attention facts* (heads,
+scale, soft-cap, window, pairing: a ``LayerSpec``) and *what were q, k̃ and the rotation tables
+on this input* (one forward pass with targeted hooks; nothing else is cached). What differs
+between architecture families is data in ``psheads.families``; the facts used are listed in the
+docs' decomposition page, and the lens self-check guards them.
 """
 
 from __future__ import annotations
@@ -19,52 +21,10 @@ from jaxtyping import Float
 from torch import Tensor
 
 from psheads import geometry
-from psheads.geometry import Pairing
+from psheads.families import GENERIC, HOOKED_UNSUPPORTED, UNSUPPORTED, Family, family_of
+from psheads.layer import LayerCapture, LayerSpec
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class LayerSpec:
-    """Static attention facts of one layer, as the model computes them.
-
-    Attributes:
-        n_heads: query heads.
-        n_kv_heads: key/value heads (GQA: query head h reads KV head ``h // (n_heads / n_kv_heads)``).
-        d_head: head dimension.
-        pairing: ``"halves"`` or ``"adjacent"``.
-        scale: factor multiplying ``q_rot · k_rot`` (``1/√d_head`` by default).
-        softcap: Gemma-2 logit soft-cap, or None.
-        window: sliding window (key j is visible from t iff ``0 <= t - j < window``), or None.
-    """
-
-    n_heads: int
-    n_kv_heads: int
-    d_head: int
-    pairing: Pairing
-    scale: float
-    softcap: float | None
-    window: int | None
-
-
-@dataclass
-class LayerCapture:
-    """What one forward pass recorded for one layer (fp32 or wider; never the model's tensors).
-
-    Attributes:
-        q: pre-rotary queries ``[batch, query, head, d_head]`` (``query`` = the requested query
-            positions, or every position).
-        k: pre-rotary keys ``[batch, pos, kv_head, d_head]``.
-        cos: per-element cos table ``[pos, rotary_dim]`` the model used.
-        sin: per-element sin table ``[pos, rotary_dim]``.
-        pattern: the model's own attention pattern ``[batch, head, query, pos]``, when requested.
-    """
-
-    q: Float[Tensor, "batch query head d_head"]
-    k: Float[Tensor, "batch pos kv_head d_head"]
-    cos: Float[Tensor, "pos rotary_dim"]
-    sin: Float[Tensor, "pos rotary_dim"]
-    pattern: Float[Tensor, "batch head query pos"] | None = None
 
 
 @dataclass(frozen=True)
@@ -135,13 +95,20 @@ def preserved_state(model: torch.nn.Module) -> Iterator[None]:
 
 
 class Backend:
-    """Common capture logic; subclasses map a layer to hook names and static facts."""
+    """Common capture logic; subclasses map a layer to hook names and static facts.
+
+    Attributes:
+        model: the TransformerLens model.
+        family: the architecture family record (``psheads.families``).
+    """
 
     kind: str = ""
+    family: Family = GENERIC
 
     def __init__(self, model: Any) -> None:
         self.model = model
         self.cfg = model.cfg
+        self._analysing = False
         if getattr(self.cfg, "positional_embedding_type", None) != "rotary":
             raise ValueError(
                 f"{self.model_name} does not use rotary position embeddings "
@@ -167,6 +134,11 @@ class Backend:
         return int(self.cfg.n_ctx)
 
     @property
+    def d_vocab(self) -> int:
+        """Vocabulary size (token ids lie in ``[0, d_vocab)``)."""
+        return int(self.cfg.d_vocab)
+
+    @property
     def max_positions(self) -> int | None:
         """Longest input whose rotation tables exist (None: the model computes them per input)."""
         return self.n_ctx
@@ -181,9 +153,50 @@ class Backend:
         """Device of the model's parameters (inputs are moved there)."""
         return next(self.model.parameters()).device
 
+    @property
+    def tokenizer(self) -> Any | None:
+        """The model's tokenizer, if it has one."""
+        return getattr(self.model, "tokenizer", None)
+
+    def to_tokens(self, text: str, prepend_bos: bool | None = None) -> Tensor:
+        """``[pos]`` token ids of ``text`` as the model tokenises it (BOS: the model's default)."""
+        kwargs = {} if prepend_bos is None else {"prepend_bos": prepend_bos}
+        return self.model.to_tokens(text, **kwargs)[0].cpu()
+
     def layer_spec(self, layer: int) -> LayerSpec:
         """Static attention facts of ``layer``."""
         raise NotImplementedError
+
+    @contextlib.contextmanager
+    def analysis(self) -> Iterator[None]:
+        """Eval mode (training flags restored afterwards) and no gradients, for a whole analysis.
+
+        Re-entrant: captures inside an open analysis skip the per-forward mode switch.
+        """
+        if self._analysing:
+            yield
+            return
+        # no_grad, not inference_mode: buffers the model grows during a forward (rotary caches,
+        # dynamic-NTK frequencies) must stay usable for the user's own backward passes
+        with preserved_state(self.model), torch.no_grad():
+            self._analysing = True
+            try:
+                yield
+            finally:
+                self._analysing = False
+
+    def weights(self) -> list[Tensor]:
+        """Every parameter and buffer of the model."""
+        return [*self.model.parameters(), *self.model.buffers()]
+
+    def fingerprint(self) -> tuple:
+        """Changes whenever the weights (in place or replaced), dtype, device or layer facts change.
+
+        Built from each parameter's and buffer's identity, storage, torch version counter (bumped
+        by every in-place write, optimizer steps and ``load_state_dict`` included), dtype and device.
+        """
+        state = tuple((id(t), t.data_ptr(), t._version, t.dtype, t.device) for t in self.weights())
+        return state, tuple(self.layer_spec(layer) for layer in range(self.n_layers))
 
     def forward(self, tokens: Tensor) -> None:
         """Run the model on ``tokens`` (its output is not needed)."""
@@ -213,6 +226,11 @@ class Backend:
     def remove_hook_point(self, name: str) -> None:
         """Undo ``add_hook_point``."""
         raise NotImplementedError
+
+    @staticmethod
+    def has_hooks(hook_point: Any) -> bool:
+        """Whether anything is hooked on a TransformerLens ``HookPoint``."""
+        return bool(hook_point._forward_hooks)
 
     def pattern_is_live(self, layer: int) -> bool:
         """Whether a tensor returned at ``hook_pattern`` feeds the layer's output."""
@@ -364,9 +382,7 @@ class Backend:
             elif stop_here:
                 hooks.append((self.pattern_hook(layer), recorder("", layer, None, True)))
         tokens = tokens.to(self.device)
-        # no_grad, not inference_mode: buffers the model grows during this forward (rotary
-        # caches, dynamic-NTK frequencies) must stay usable for the user's own backward passes
-        with preserved_state(self.model), torch.no_grad():
+        with self.analysis():
             with self.table_recorder(layers, tables) as table_hooks:
                 with self.model.hooks(fwd_hooks=hooks + table_hooks):
                     try:
@@ -398,8 +414,8 @@ class HookedTransformerBackend(Backend):
 
     def __init__(self, model: Any) -> None:
         super().__init__(model)
-        for flag, what in (("use_qk_norm", "normalises q/k after hook_q/hook_k (QK-norm)"),
-                           ("use_logn_attn", "scales queries by log-n beyond the training length")):
+        self.family = family_of(str(getattr(self.cfg, "original_architecture", "")))
+        for flag, what in HOOKED_UNSUPPORTED:
             if getattr(self.cfg, flag, False):
                 raise ValueError(
                     f"This HookedTransformer {what}, which psheads does not decompose on this backend. "
@@ -467,8 +483,13 @@ class BridgeBackend(Backend):
 
     def __init__(self, model: Any) -> None:
         super().__init__(model)
+        self.family = family_of(type(model.original_model).__name__)
         for layer in range(self.n_layers):
             self._check_supported(layer)
+
+    def weights(self) -> list[Tensor]:
+        hf = self.model.original_model
+        return [*hf.parameters(), *hf.buffers()]
 
     def _attn(self, layer: int) -> Any:
         return self.model.blocks[layer].attn
@@ -478,11 +499,9 @@ class BridgeBackend(Backend):
 
     @property
     def max_positions(self) -> int | None:
-        """None when every layer's tables are computed per forward (dynamic NTK acts beyond
-        ``n_ctx``); GPT-J's precomputed sinusoid table caps it at ``n_ctx``."""
-        if all(self._uses_cos_sin_hooks(layer) for layer in range(self.n_layers)):
-            return None
-        return self.n_ctx
+        """GPT-J's precomputed sinusoid table caps inputs at ``n_ctx``; the other families
+        compute their tables per forward (dynamic NTK acts beyond ``n_ctx``)."""
+        return self.n_ctx if self.family.fixed_context else None
 
     def add_hook_point(self, name: str, hook_point: Any) -> None:
         if name in self.model.hook_dict:
@@ -493,8 +512,7 @@ class BridgeBackend(Backend):
         self.model._hook_registry.pop(name, None)
 
     def pattern_is_live(self, layer: int) -> bool:
-        # GPT-J's bridge wraps the HF attention and fires hook_pattern after the fact
-        return self._uses_cos_sin_hooks(layer)
+        return self.family.live_pattern
 
     def edit_site(self, layer: int) -> torch.nn.Module:
         return self._hf_attn(layer)
@@ -503,27 +521,19 @@ class BridgeBackend(Backend):
         hf = self._hf_attn(layer)
         return int(getattr(hf, "head_dim", None) or getattr(hf, "head_size", None) or self.cfg.d_head)
 
-    def _uses_cos_sin_hooks(self, layer: int) -> bool:
-        return hasattr(self._attn(layer), "hook_cos")
+    def _qk_norm_phase(self, layer: int) -> str | None:
+        """Where the bridge applies QK-norm (``"pre_reshape"``/``"post_reshape"``), or None."""
+        return getattr(self._attn(layer), "_qk_norm_phase", None)
 
     def _check_supported(self, layer: int) -> None:
         attn, hf = self._attn(layer), self._hf_attn(layer)
         reasons = []
-        if getattr(hf, "sinks", None) is not None:
-            reasons.append("attention sinks (GPT-OSS)")
-        if getattr(self.cfg, "qk_norm_after_rope", False):
-            reasons.append("QK-norm after RoPE")
-        if getattr(self.cfg, "rotary_interleaved_cos_sin", False) or (
-            self._uses_cos_sin_hooks(layer) and getattr(self.cfg, "rotary_adjacent_pairs", False)
-        ):
-            reasons.append("adjacent-pair RoPE on a cos/sin bridge (GLM/ERNIE/Cohere)")
-        rope = getattr(getattr(hf, "config", None), "rope_parameters", None)
-        if isinstance(rope, dict) and rope.get("llama_4_scaling_beta") is not None:
-            reasons.append("llama-4 position-dependent query scaling")
-        if getattr(hf, "key_multiplier", None) is not None:
-            reasons.append("key multipliers (Falcon-H1)")
-        if not self._uses_cos_sin_hooks(layer) and type(hf).__name__ != "GPTJAttention":
-            reasons.append(f"attention module {type(hf).__name__} without RoPE table hooks")
+        if self.family.tables == "cos_sin_hooks":
+            if not hasattr(attn, "hook_cos"):
+                reasons.append(f"attention module {type(hf).__name__} without RoPE table hooks")
+            reasons += [check.reason for check in UNSUPPORTED if check.applies(hf, self.cfg)]
+        if self.family is not GENERIC and self.family.qk_norm != (self._qk_norm_phase(layer) is not None):
+            reasons.append(f"{'no ' if self.family.qk_norm else ''}QK-norm, unlike the {self.family.name} family")
         if reasons:
             raise ValueError(
                 f"Layer {layer} of {self.model_name} uses {', '.join(reasons)}, which psheads does "
@@ -537,30 +547,32 @@ class BridgeBackend(Backend):
         d_head = self._d_head(layer)
         n_heads = int(cfg.n_heads)
         n_kv = n_heads // int(getattr(hf, "num_key_value_groups", 1) or 1)
-        pairing: Pairing = "adjacent" if type(hf).__name__ == "GPTJAttention" else "halves"
         scale = getattr(hf, "scaling", None)
         if scale is None:
             scale = d_head**-0.5
         softcap = getattr(hf, "attn_logit_softcapping", None)
-        if hasattr(hf, "sliding_window"):
-            window = hf.sliding_window
+        if self.family is GENERIC:
+            window = getattr(hf, "sliding_window", getattr(getattr(hf, "config", None), "sliding_window", None))
+        elif self.family.window == "module":
+            window = getattr(hf, "sliding_window", None)
+        elif self.family.window == "config":
+            window = getattr(hf.config, "sliding_window", None)
         else:
-            window = getattr(getattr(hf, "config", None), "sliding_window", None)
+            window = None
         return LayerSpec(
             n_heads=n_heads,
             n_kv_heads=n_kv,
             d_head=d_head,
-            pairing=pairing,
+            pairing=self.family.pairing,
             scale=float(scale),
             softcap=float(softcap) if softcap is not None else None,
             window=int(window) if window is not None else None,
         )
 
     def qk_site(self, layer: int, which: str) -> HookSite:
-        attn = self._attn(layer)
         d_head = self._d_head(layer)
-        phase = getattr(attn, "_qk_norm_phase", None)
-        if phase is not None and hasattr(attn, f"hook_{which}_normed"):
+        phase = self._qk_norm_phase(layer)
+        if phase is not None:
             layout = "bhsd" if phase == "post_reshape" else "bshd"
             return HookSite(f"blocks.{layer}.attn.hook_{which}_normed", layout, d_head)
         return HookSite(f"blocks.{layer}.attn.hook_{which}", "bshd", d_head)
@@ -576,7 +588,7 @@ class BridgeBackend(Backend):
 
             return hook
 
-        def gptj_recorder(layer: int) -> Callable:
+        def position_embeddings_recorder(layer: int) -> Callable:
             def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
                 sin, cos = kwargs["position_embeddings"]  # GPT-J passes (sin, cos), half width
                 store[layer] = {
@@ -588,13 +600,12 @@ class BridgeBackend(Backend):
 
         try:
             for layer in layers:
-                if self._uses_cos_sin_hooks(layer):
+                if self.family.tables == "cos_sin_hooks":
                     hooks.append((f"blocks.{layer}.attn.hook_cos", tl_recorder(layer, "cos")))
                     hooks.append((f"blocks.{layer}.attn.hook_sin", tl_recorder(layer, "sin")))
                 else:
-                    handles.append(
-                        self._hf_attn(layer).register_forward_pre_hook(gptj_recorder(layer), with_kwargs=True)
-                    )
+                    handles.append(self._hf_attn(layer).register_forward_pre_hook(
+                        position_embeddings_recorder(layer), with_kwargs=True))
             yield hooks
         finally:
             for handle in handles:

@@ -12,11 +12,7 @@ from typing import Any
 
 import torch
 
-#: Paper B's table 1: usage-weighted frequency ID per layer (docs: science page).
-PAPER_B_FREQUENCY_ID = {
-    "number": [1, 2, 2, 2, 10, 39, 38, 38, 38, 37, 37, 38],
-    "letter": [18, 32, 42, 37, 40, 38, 41, 38, 41, 39, 38, 40],
-}
+from psheads.references import PAPER_B_FREQUENCY_ID
 
 
 def _positive_int(text: str) -> int:

@@ -175,6 +175,92 @@ def frequency_logits(
     return logits * scale
 
 
+def position_token_factors(
+    q_rot: Float[Tensor, "*batch d_head"],
+    k_pre: Float[Tensor, "*batch token d_head"],
+    cos: Float[Tensor, "position d_head"],
+    sin: Float[Tensor, "position d_head"],
+    layout: PlaneLayout,
+    scale: float,
+) -> tuple[Float[Tensor, "position factor"], Float[Tensor, "*batch token factor"]]:
+    """Factors ``P``, ``T`` with ``M = P Tᵀ``: ``M[p, m] = scale · q_rotᵀ R_p k̃_m`` (fp64).
+
+    In plane f, with ``Q = q_a + i q_b`` (the rotated query), ``K = k_a + i k_b`` (a pre-rotary
+    key) and ``E_p = cos_p + i sin_p`` (the model's own table row p, magnitude included), the
+    logit is ``Re(E_p · scale · conj(Q) K)``. So row p of ``P`` depends on the key position only
+    (``(Re E_p, −Im E_p)`` per plane, shared by every prompt and head) and row m of ``T`` on the
+    token only (``scale · conj(Q) K_m`` as (re, im) per plane). With unrotated dims one more
+    factor holds them: ``P = 1``, ``T = scale · q_⊥ · k̃_⊥``.
+
+    Returns:
+        ``P`` ``[position, 2F (+1)]`` and ``T`` ``[*batch, token, 2F (+1)]``; factors ``2f, 2f + 1``
+        belong to frequency ID ``f + 1``, a last odd factor to the unrotated dims.
+    """
+    first, second = (_positions(layout.dims[:, side].tolist()) for side in (0, 1))
+    q = q_rot.double()
+    positions = torch.stack([cos[:, first], -sin[:, first]], dim=-1).double().flatten(-2)
+    query = torch.complex(q[..., first], -q[..., second]).unsqueeze(-2) * scale  # scale · conj(Q)
+    key = _as_complex(k_pre, first, second)
+    tokens = torch.empty(key.shape, dtype=torch.complex128, device=key.device).copy_(key).mul_(query)
+    tokens = torch.view_as_real(tokens).flatten(-2)
+    if layout.rotary_dim < layout.d_head:
+        rest = slice(layout.rotary_dim, None)
+        positions = torch.cat([positions, positions.new_ones(positions.shape[0], 1)], dim=-1)
+        unrotated = k_pre[..., rest].double() @ q[..., rest].unsqueeze(-1) * scale  # [*batch, token, 1]
+        tokens = torch.cat([tokens, unrotated], dim=-1)
+    return positions, tokens
+
+
+def _as_complex(x: Tensor, first: slice | list[int], second: slice | list[int]) -> Tensor:
+    """``x[first] + i x[second]`` over the last dim; a view when the pairs are adjacent dims."""
+    if (isinstance(first, slice) and isinstance(second, slice) and first.step == second.step == 2
+            and second.start == first.start + 1 and first.start % 2 == 0 and x.stride(-1) == 1
+            and x.dtype in (torch.float32, torch.float64)
+            and all(stride % 2 == 0 for stride in x.stride()[:-1]) and x.storage_offset() % 2 == 0):
+        return torch.view_as_complex(x[..., first.start : second.stop].unflatten(-1, (-1, 2)))
+    return torch.complex(x[..., first], x[..., second])
+
+
+def _positions(values: list[int]) -> slice | list[int]:
+    """A slice for an arithmetic run of indices (a view, no copy), else the list."""
+    if len(values) > 1:
+        step = values[1] - values[0]
+        if step > 0 and values == list(range(values[0], values[-1] + 1, step)):
+            return slice(values[0], values[-1] + 1, step)
+    return values
+
+
+def plane_factors(
+    positions: Float[Tensor, "*batch position factor"],
+    tokens: Float[Tensor, "*batch token factor"],
+    n_planes: int,
+) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
+    """Factors of ``position_token_factors`` split by plane.
+
+    Returns:
+        ``(P, T)`` of the rotated planes, ``[*, F, position, 2]`` and ``[*, F, token, 2]``, and of
+        the unrotated dims, ``[*, 1, position, 1]`` and ``[*, 1, token, 1]`` (zeros if none).
+    """
+    rotated = 2 * n_planes
+    p = positions[..., :rotated].unflatten(-1, (n_planes, 2)).transpose(-3, -2)
+    t = tokens[..., :rotated].unflatten(-1, (n_planes, 2)).transpose(-3, -2)
+    if positions.shape[-1] > rotated:
+        rest = positions[..., rotated:].unsqueeze(-3), tokens[..., rotated:].unsqueeze(-3)
+    else:
+        rest = positions.new_ones(*positions.shape[:-1], 1).unsqueeze(-3), tokens.new_zeros(*tokens.shape[:-1], 1).unsqueeze(-3)
+    return (p, t), rest
+
+
+def plane_products(
+    positions: Float[Tensor, "*batch position factor"],
+    tokens: Float[Tensor, "*batch token factor"],
+    n_planes: int,
+) -> Float[Tensor, "*batch plane position token"]:
+    """``positions @ tokensᵀ`` split by plane (F rotated planes, then the unrotated dims)."""
+    (p, t), (p0, t0) = plane_factors(positions, tokens, n_planes)
+    return torch.cat([p @ t.transpose(-1, -2), p0 @ t0.transpose(-1, -2)], dim=-3)
+
+
 def position_token_logits(
     q_rot: Float[Tensor, "*batch head d_head"],
     k_pre: Float[Tensor, "*batch token head d_head"],
@@ -184,10 +270,10 @@ def position_token_logits(
     scale: float,
     by_frequency: bool = False,
 ) -> Float[Tensor, "*batch head position token"] | Float[Tensor, "*batch head plane position token"]:
-    """The position × token logit matrix ``M[p, m] = scale · q_rotᵀ R_p k̃_m``.
+    """The position × token logit matrix ``M[p, m] = scale · q_rotᵀ R_p k̃_m`` (fp64).
 
-    Uses ``(R_p k)_d = k_d cos_pd + sign_d k_partner(d) sin_pd``, so no rotated copy of every key
-    at every position is materialised. Computed in fp64.
+    One matrix product of the factors of ``position_token_factors``: no rotated copy of every
+    key at every position is materialised.
 
     Args:
         q_rot: rotated query at the query position (one per head).
@@ -198,20 +284,10 @@ def position_token_logits(
         scale: score scale.
         by_frequency: add a plane axis (F planes, then the unrotated slice).
     """
-    q = q_rot.double()
-    k = k_pre.double()
-    sign = layout.sign.to(q)
-    q_cos = q.unsqueeze(-2) * cos.double()  # [*batch, head, position, d]
-    q_sin = q.unsqueeze(-2) * (sign * sin.double())
-    k_partner = k[..., layout.partner.to(k.device)]
+    positions, tokens = position_token_factors(q_rot, k_pre.transpose(-2, -3), cos, sin, layout, scale)
     if by_frequency:
-        member = layout.membership().to(q.device)
-        out = torch.einsum("...hpd,...mhd,df->...hfpm", q_cos, k, member)
-        out = out + torch.einsum("...hpd,...mhd,df->...hfpm", q_sin, k_partner, member)
-    else:
-        out = torch.einsum("...hpd,...mhd->...hpm", q_cos, k)
-        out = out + torch.einsum("...hpd,...mhd->...hpm", q_sin, k_partner)
-    return out * scale
+        return plane_products(positions, tokens, layout.n_planes)
+    return positions @ tokens.transpose(-1, -2)
 
 
 def soft_cap(logits: Tensor, cap: float | None) -> Tensor:

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
+from torch import Tensor
 
-from psheads import geometry
-from psheads.backends import LayerCapture
-from psheads.lens import as_lens, rotated_keys, rotated_query
-from psheads.prompts import batches, layer_groups, prepare_prompts
+from psheads import engine, schema
+from psheads.config import from_known_fields
+from psheads.engine import KeyLogits
+from psheads.lens import as_lens
+from psheads.prompts import PromptOptions, layer_indices, prepare_prompts
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +24,57 @@ USAGE_DEFINITION = (
     "(before the query, window-visible, BOS excluded); shares normalised over all planes "
     "including plane 0, then averaged over prompts"
 )
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    """Everything ``frequency_profile`` computes from (recorded in the frames' ``attrs``).
+
+    Attributes:
+        layers: layers to profile (None = all).
+        batch_size: prompts per forward pass (memory is bounded by one batch).
+        prompt_options: query position, the keys whose logits count (``swappable``) and BOS
+            handling.
+    """
+
+    layers: tuple[int, ...] | None = None
+    batch_size: int = 32
+    prompt_options: PromptOptions = field(default_factory=PromptOptions)
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.batch_size, int) and not isinstance(self.batch_size, bool) and self.batch_size >= 1):
+            raise ValueError(f"batch_size must be a positive int, got {self.batch_size!r}.")
+        if self.layers is not None:
+            object.__setattr__(self, "layers", tuple(int(v) for v in self.layers))
+        if not isinstance(self.prompt_options, PromptOptions):
+            raise TypeError(f"prompt_options must be a PromptOptions, got {type(self.prompt_options).__name__}.")
+
+    def replace(self, **changes: Any) -> ProfileConfig:
+        """A copy with ``changes``; prompt options may be given directly (TypeError if unknown)."""
+        prompt_fields = {f.name for f in dataclasses.fields(PromptOptions)}
+        own = {f.name for f in dataclasses.fields(self)}
+        unknown = set(changes) - own - prompt_fields
+        if unknown:
+            raise TypeError(f"Unknown profile option(s) {sorted(unknown)}; valid: {sorted(own | prompt_fields)}.")
+        prompt = {k: v for k, v in changes.items() if k in prompt_fields}
+        changes = {k: v for k, v in changes.items() if k not in prompt_fields}
+        if prompt:
+            changes["prompt_options"] = dataclasses.replace(changes.get("prompt_options", self.prompt_options),
+                                                            **prompt)
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        """Plain-JSON form."""
+        return {"layers": list(self.layers) if self.layers is not None else None, "batch_size": self.batch_size,
+                "prompt_options": self.prompt_options.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ProfileConfig:
+        """Inverse of ``to_dict``; unknown keys are logged and ignored."""
+        data = dict(data)
+        if isinstance(data.get("prompt_options"), dict):
+            data["prompt_options"] = PromptOptions.from_dict(data["prompt_options"])
+        return from_known_fields(cls, data)
 
 
 @dataclass(frozen=True)
@@ -40,87 +92,57 @@ class FrequencyProfile:
     heads: pd.DataFrame
 
 
-def frequency_profile(
-    model_or_lens: Any,
-    prompts: Any,
-    *,
-    query: int | Sequence[int] | None = None,
-    swappable: Sequence[int] | Sequence[Sequence[int]] | slice | None = None,
-    exclude_bos: bool | None = None,
-    prepend_bos: bool | None = None,
-    layers: Sequence[int] | None = None,
-    batch_size: int = 32,
-    progress: bool | None = None,
-) -> FrequencyProfile:
+def plane_usage(logits: KeyLogits) -> dict[str, Tensor]:
+    """The norms ``u_f = ‖λ_f‖₂`` of a per-plane view's pre-soft-cap logits over S (shares
+    ``u_f / Σ u`` need every plane, so they are formed afterwards)."""
+    return {"norm": (logits.positions * logits.tokens).sum(-1).norm(dim=-1)}
+
+
+def frequency_profile(model_or_lens: Any, prompts: Any, config: ProfileConfig | None = None, *,
+                      progress: bool | None = None, **options: Any) -> FrequencyProfile:
     """Usage share of each RoPE plane per head, averaged over prompts.
 
     Args:
         model_or_lens: a TransformerLens RoPE model or a ``RopeLens``.
         prompts: strings, a LongTensor ``[n, pos]`` or token-id lists (see ``psheads.prompts``).
-        query: query position (default: each prompt's last token), as in ``psheads.score_heads``.
-        swappable: the keys whose logits count (default: every key before the query but BOS).
-        exclude_bos: drop position 0 (None: when it holds the BOS token).
-        prepend_bos: for string prompts (None: the model's default).
-        layers: layers to profile (default: all).
-        batch_size: prompts per forward pass (memory is bounded by one batch).
+        config: a ``ProfileConfig``.
         progress: show a progress bar (default: only on a TTY).
+        **options: ``ProfileConfig`` fields (``layers``, ``batch_size``) and prompt options
+            (``query``, ``swappable``: the keys whose logits count, ``exclude_bos``,
+            ``prepend_bos``) overriding ``config``.
 
     Returns:
-        The ``FrequencyProfile``; the usage definition is in ``planes.attrs``.
+        The ``FrequencyProfile``; the usage definition and config are in each frame's ``attrs``.
     """
+    config = (config or ProfileConfig()).replace(**options)
     lens = as_lens(model_or_lens)
-    if not (isinstance(batch_size, int) and batch_size >= 1):
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
-    chosen = list(range(lens.n_layers)) if layers is None else sorted({lens._layer(l).layer for l in layers})
-    if not chosen:
-        raise ValueError("No layers requested: pass at least one layer (or None for all).")
-    prepared = prepare_prompts(lens, prompts, query=query, swappable=swappable, exclude_bos=exclude_bos,
-                               prepend_bos=prepend_bos)
-    totals = {layer: torch.zeros(lens.layers[layer].n_heads, lens.layers[layer].n_planes + 1, dtype=torch.float64)
-              for layer in chosen}
-    n_batches = -(-len(prepared) // batch_size)
-    for indices, tokens, query_index in tqdm(batches(prepared, batch_size), total=n_batches,
-                                             desc="frequency profile", disable=_no_progress(progress)):
-        captures = lens.capture(tokens, chosen, query_index)
-        for layer in chosen:
-            geo, capture = lens.layers[layer], captures.pop(layer)
-            for group in layer_groups(prepared, indices, geo, 1, "one key"):
-                rows = torch.tensor(group.rows, device=capture.k.device)
-                picked = LayerCapture(q=capture.q[rows], k=capture.k[rows], cos=capture.cos, sin=capture.sin)
-                keys = torch.tensor(group.swappable, device=capture.k.device)
-                planes = geometry.frequency_logits(rotated_query(geo, picked, group.query),
-                                                   rotated_keys(geo, picked, keys), geo.layout, geo.scale)
-                norms = planes.norm(dim=-1)  # [prompt, head, plane]
-                shares = norms / norms.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
-                totals[layer] += shares.sum(dim=0).cpu()
-    rows, head_rows = [], []
-    for layer in chosen:
-        geo = lens.layers[layer]
-        usage = totals[layer] / len(prepared)
-        plane_ids = list(range(1, geo.n_planes + 1)) + [0]
-        thetas = geo.theta.tolist() + [0.0]
-        ids = torch.arange(1, geo.n_planes + 1, dtype=torch.float64)
-        for head in range(geo.n_heads):
-            for slot, (plane, theta) in enumerate(zip(plane_ids, thetas)):
-                rows.append({"layer": layer, "head": head, "plane": plane, "theta": theta,
-                             "usage": float(usage[head, slot])})
-            rotated = usage[head, : geo.n_planes]
-            head_rows.append({
-                "layer": layer,
-                "head": head,
-                "dominant_plane": plane_ids[int(usage[head].argmax())],
-                "mean_frequency_id": float((rotated * ids).sum() / rotated.sum()) if rotated.sum() > 0 else float("nan"),
-            })
-    planes_frame, heads_frame = pd.DataFrame(rows), pd.DataFrame(head_rows)
-    for frame in (planes_frame, heads_frame):
+    chosen = layer_indices(config.layers, lens.n_layers)
+    prepared = prepare_prompts(lens.backend, prompts, config.prompt_options)
+
+    def measure(logits: KeyLogits) -> dict[str, Tensor]:
+        return plane_usage(logits)
+
+    reducer = engine.RunningMean(by_frequency=True)
+    for item in engine.run(lens, prepared, measure, layers=chosen, heads=None, min_keys=1, need="one key",
+                           by_frequency=True, batch_size=config.batch_size, progress=progress,
+                           desc="frequency profile"):
+        norms = item.values.pop("norm")  # [prompt, head, plane]
+        item.values["usage"] = norms / norms.sum(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+        reducer.add(item)
+    planes = reducer.frame(["usage"])[schema.PROFILE_PLANES.names]
+    head_rows = []
+    for (layer, head), rows in planes.groupby(["layer", "head"], sort=True):
+        rotated = rows[rows["plane"] > 0]
+        weight = rotated["usage"].sum()
+        head_rows.append({
+            "layer": layer,
+            "head": head,
+            "dominant_plane": int(rows["plane"].iloc[int(rows["usage"].to_numpy().argmax())]),
+            "mean_frequency_id": float((rotated["usage"] * rotated["plane"]).sum() / weight) if weight > 0
+            else float("nan"),
+        })
+    heads = pd.DataFrame(head_rows, columns=schema.PROFILE_HEADS.names)
+    for frame in (planes, heads):
         frame.attrs.update({"usage_definition": USAGE_DEFINITION, "n_prompts": len(prepared),
-                            "model": lens.backend.model_name})
-    return FrequencyProfile(planes_frame, heads_frame)
-
-
-def _no_progress(progress: bool | None) -> bool:
-    if progress is None:
-        import sys
-
-        return not sys.stderr.isatty()
-    return not progress
+                            "model": lens.backend.model_name, "config": config.to_dict()})
+    return FrequencyProfile(planes.reset_index(drop=True), heads)

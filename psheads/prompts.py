@@ -1,4 +1,5 @@
-"""Prompt handling in one place: tokenising, BOS policy, query positions and swappable keys.
+"""Inputs in one place: token and index validation, prompt options, prepared prompts, batches and
+key groups. Every front-end (``RopeLens``, ``score_heads``, ``frequency_profile``, …) validates here.
 
 Prompts may be strings (tokenised with the model's own ``to_tokens``; whether a BOS token is
 prepended follows ``prepend_bos``, default: the model's own default), a LongTensor
@@ -9,17 +10,159 @@ swappable by default.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from psheads.lens import RopeLens
+from psheads.backends import Backend
+from psheads.config import from_known_fields
 
 
+# --- index and token validation -------------------------------------------------------------
+def as_index(value: Any, name: str) -> int:
+    """An int from an int-like (Python, numpy or 0-d torch integer); TypeError otherwise."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got a bool.")
+    try:
+        return operator.index(value)
+    except TypeError as err:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}.") from err
+
+
+def layer_index(layer: Any, n_layers: int) -> int:
+    """A layer index in ``0 … n_layers − 1`` (negative counts from the end)."""
+    layer = as_index(layer, "layer")
+    if not -n_layers <= layer < n_layers:
+        raise ValueError(f"layer {layer} is out of range for a model with {n_layers} layers.")
+    return layer % n_layers
+
+
+def layer_indices(layers: Sequence[Any] | None, n_layers: int) -> list[int]:
+    """Sorted distinct layer indices (None: every layer); ValueError if none is given."""
+    if layers is None:
+        return list(range(n_layers))
+    chosen = sorted({layer_index(layer, n_layers) for layer in layers})
+    if not chosen:
+        raise ValueError("No layers requested: pass at least one layer (or None for all).")
+    return chosen
+
+
+def query_position(query: Any, n_pos: int) -> int:
+    """A query position in ``0 … n_pos − 1`` (negative counts from the end)."""
+    query = as_index(query, "query")
+    if not -n_pos <= query < n_pos:
+        raise ValueError(f"query {query} is out of range for sequences of {n_pos} tokens (use 0…{n_pos - 1} or negative).")
+    return query % n_pos
+
+
+def check_tokens(backend: Backend, tokens: Any) -> Int[Tensor, "batch pos"]:
+    """A validated LongTensor ``[batch, pos]`` (a 1-D tensor or one list is one sequence)."""
+    if isinstance(tokens, (list, tuple)):
+        if len(tokens) == 0:
+            raise ValueError("tokens is empty: pass at least one token sequence.")
+        try:
+            tokens = torch.tensor(tokens)
+        except (ValueError, TypeError) as err:
+            raise ValueError(
+                "tokens must be a LongTensor [batch, pos] or a list of equal-length token-id lists."
+            ) from err
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(
+            f"tokens must be a LongTensor [batch, pos] (e.g. from model.to_tokens), got {type(tokens).__name__}."
+        )
+    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}.")
+    if tokens.ndim == 1:
+        tokens = tokens.unsqueeze(0)
+    if tokens.ndim != 2:
+        raise ValueError(f"tokens must be [batch, pos], got shape {tuple(tokens.shape)}.")
+    if tokens.numel() == 0:
+        raise ValueError("tokens is empty: pass at least one token.")
+    limit = backend.max_positions
+    if limit is not None and tokens.shape[1] > limit:
+        raise ValueError(f"Sequence length {tokens.shape[1]} exceeds the model's context of {limit} tokens.")
+    low, high = int(tokens.min()), int(tokens.max())
+    if low < 0 or high >= backend.d_vocab:
+        raise ValueError(f"Token ids must lie in [0, {backend.d_vocab}); got {low}…{high}.")
+    return tokens.long()
+
+
+# --- options --------------------------------------------------------------------------------
+def _positions(value: Any, name: str) -> tuple[int, ...]:
+    try:
+        return tuple(as_index(p, name) for p in value)
+    except TypeError as err:
+        raise TypeError(f"{name} must be a list of ints, got {value!r}.") from err
+
+
+@dataclass(frozen=True)
+class PromptOptions:
+    """Where the query is and which keys may be swapped; shared by every front-end.
+
+    Attributes:
+        query: query position: None = each prompt's last token; an int (negative counts from
+            each prompt's end) for all prompts; or one int per prompt.
+        swappable: key positions that may be swapped: None = every key before the query except
+            BOS; a slice or a list of positions for all prompts; or one list per prompt. Keys a
+            layer masks (sliding window) are dropped per layer.
+        exclude_bos: drop position 0 from the default swappable set: None = when it holds the
+            tokenizer's BOS token; True/False to force.
+        prepend_bos: for string prompts, whether to prepend BOS (None = the model's default).
+    """
+
+    query: int | tuple[int, ...] | None = None
+    swappable: slice | tuple[int, ...] | tuple[tuple[int, ...], ...] | None = None
+    exclude_bos: bool | None = None
+    prepend_bos: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.query is not None:
+            if isinstance(self.query, (str, bytes)) or not hasattr(self.query, "__iter__"):
+                object.__setattr__(self, "query", as_index(self.query, "query"))
+            else:
+                object.__setattr__(self, "query", _positions(self.query, "query"))
+        swappable = self.swappable
+        if swappable is not None and not isinstance(swappable, slice):
+            if isinstance(swappable, (str, bytes)) or not hasattr(swappable, "__iter__"):
+                raise TypeError(f"swappable must be a slice, a list of positions or one list per prompt, "
+                                f"got {swappable!r}.")
+            items = list(swappable)
+            scalar = all(isinstance(p, Tensor) and p.ndim == 0 or not hasattr(p, "__iter__") for p in items)
+            value = _positions(items, "swappable") if scalar else tuple(_positions(p, "swappable") for p in items)
+            object.__setattr__(self, "swappable", value)
+        for name in ("exclude_bos", "prepend_bos"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, bool):
+                raise TypeError(f"{name} must be True, False or None, got {value!r}.")
+
+    def to_dict(self) -> dict:
+        """Plain-JSON form (a slice becomes ``{"slice": [start, stop, step]}``)."""
+        out = {"query": list(self.query) if isinstance(self.query, tuple) else self.query,
+               "exclude_bos": self.exclude_bos, "prepend_bos": self.prepend_bos}
+        swappable = self.swappable
+        if isinstance(swappable, slice):
+            out["swappable"] = {"slice": [swappable.start, swappable.stop, swappable.step]}
+        elif swappable is not None and swappable and isinstance(swappable[0], tuple):
+            out["swappable"] = [list(p) for p in swappable]
+        else:
+            out["swappable"] = list(swappable) if swappable is not None else None
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PromptOptions:
+        """Inverse of ``to_dict``; unknown keys are logged and ignored."""
+        data = dict(data)
+        if isinstance(data.get("swappable"), dict):
+            data["swappable"] = slice(*data["swappable"]["slice"])
+        return from_known_fields(cls, data)
+
+
+# --- prepared prompts -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Prompt:
     """One prepared prompt.
@@ -38,32 +181,108 @@ class Prompt:
     bos: bool
 
 
-def tokenize(lens: RopeLens, prompts: Any, prepend_bos: bool | None = None) -> list[Tensor]:
-    """Turn any accepted prompt form into a list of 1-D LongTensors (validated)."""
+@dataclass(frozen=True)
+class PromptSet(Sequence):
+    """Prepared prompts (a sequence of ``Prompt``) plus what batching and grouping reuse.
+
+    Attributes:
+        prompts: the prompts.
+        stacked: ``[n, pos]`` tokens when every prompt has the same length (batches are then
+            slices of it), else None.
+    """
+
+    prompts: list[Prompt]
+    stacked: Tensor | None = None
+    _layouts: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.prompts[index]
+
+    def batches(self, batch_size: int) -> Iterator[tuple[list[int], Tensor, Tensor]]:
+        """Right-padded batches: ``(indices, tokens [b, max_len], query [b])``.
+
+        Padding sits after every query, so causal attention makes it invisible to the query.
+        """
+        for start in range(0, len(self.prompts), batch_size):
+            chunk = self.prompts[start : start + batch_size]
+            if self.stacked is not None:
+                tokens = self.stacked[start : start + batch_size]
+            else:
+                width = max(int(p.tokens.shape[0]) for p in chunk)
+                tokens = torch.zeros(len(chunk), width, dtype=torch.long)
+                for row, prompt in enumerate(chunk):
+                    tokens[row, : prompt.tokens.shape[0]] = prompt.tokens
+            query = torch.tensor([p.query for p in chunk])
+            yield list(range(start, start + len(chunk))), tokens, query
+
+    def key_groups(self, indices: list[int], window: int | None, minimum: int, need: str,
+                   layer: int) -> list[KeyGroup]:
+        """Group a batch's prompts by (query, S, other visible keys) under a layer's ``window``.
+
+        Raises:
+            ValueError: a prompt has fewer than ``minimum`` swappable keys at this layer (``need``
+                says what they are needed for).
+        """
+        groups: dict[tuple, KeyGroup] = {}
+        for row, index in enumerate(indices):
+            prompt = self.prompts[index]
+            key = (prompt.query, prompt.candidates, window)
+            layout = self._layouts.get(key)
+            if layout is None:
+                layout = self._layouts[key] = _window_layout(prompt.query, prompt.candidates, window)
+            swappable, others = layout
+            if len(swappable) < minimum:
+                raise ValueError(
+                    f"Prompt {index} has {len(swappable)} swappable keys at layer {layer} "
+                    f"(query {prompt.query}, window {window}): fewer than {need}. Use longer prompts, a smaller "
+                    "block_size or more swappable positions."
+                )
+            group = groups.get((prompt.query, *layout))
+            if group is None:
+                group = groups[(prompt.query, *layout)] = KeyGroup([], [], prompt.query, swappable, others)
+            group.rows.append(row)
+            group.prompts.append(index)
+        return list(groups.values())
+
+
+def _window_layout(query: int, candidates: tuple[int, ...], window: int | None) -> tuple[tuple, tuple]:
+    """``(S, others)``: swappable keys and the other visible keys under a sliding ``window``."""
+    first = 0 if window is None else max(0, query - window + 1)
+    swappable = tuple(p for p in candidates if p >= first)
+    in_s = set(swappable)
+    return swappable, tuple(j for j in range(first, query + 1) if j not in in_s)
+
+
+def tokenize(backend: Backend, prompts: Any, prepend_bos: bool | None = None) -> list[Tensor] | Tensor:
+    """Any accepted prompt form as validated token ids: a ``[n, pos]`` tensor when the prompts
+    came as one, else a list of 1-D LongTensors."""
     if isinstance(prompts, str):
         raise TypeError("prompts must be a list of strings (or token ids), not one string: wrap it in a list.")
     if isinstance(prompts, Tensor):
         if prompts.dtype.is_floating_point or prompts.dtype == torch.bool:
             raise TypeError(f"Token tensors must hold integer ids, got dtype {prompts.dtype}.")
-        rows = [prompts] if prompts.ndim == 1 else list(prompts) if prompts.ndim == 2 else None
-        if rows is None:
+        if prompts.ndim not in (1, 2):
             raise ValueError(f"A token tensor must be [n_prompts, pos] or [pos], got shape {tuple(prompts.shape)}.")
-    elif isinstance(prompts, Sequence):
-        rows = list(prompts)
-    else:
+        if prompts.numel() == 0:
+            raise ValueError("No prompts given: pass at least one prompt." if len(prompts) == 0 else
+                             "Prompt 0 is empty or not one sequence (shape (0,)).")
+        return check_tokens(backend, prompts).cpu()
+    if not isinstance(prompts, Sequence):
         raise TypeError(
             f"prompts must be a list of strings, a LongTensor [n_prompts, pos] or a list of token-id lists, "
             f"got {type(prompts).__name__}."
         )
-    if len(rows) == 0:
+    if len(prompts) == 0:
         raise ValueError("No prompts given: pass at least one prompt.")
     out = []
-    for index, row in enumerate(rows):
+    for index, row in enumerate(prompts):
         if isinstance(row, str):
-            if getattr(lens.model, "tokenizer", None) is None:
+            if backend.tokenizer is None:
                 raise ValueError("This model has no tokenizer: pass token ids instead of strings.")
-            kwargs = {} if prepend_bos is None else {"prepend_bos": prepend_bos}
-            row = lens.model.to_tokens(row, **kwargs)[0].cpu()
+            row = backend.to_tokens(row, prepend_bos)
         elif not isinstance(row, Tensor):
             try:
                 row = torch.tensor(list(row), dtype=torch.long)
@@ -71,55 +290,52 @@ def tokenize(lens: RopeLens, prompts: Any, prepend_bos: bool | None = None) -> l
                 raise TypeError(f"Prompt {index} is neither a string nor a sequence of token ids.") from err
         if row.ndim != 1 or row.numel() == 0:
             raise ValueError(f"Prompt {index} is empty or not one sequence (shape {tuple(row.shape)}).")
-        out.append(lens._tokens(row)[0])
+        out.append(check_tokens(backend, row)[0].cpu())
     return out
 
 
-def _bos_id(lens: RopeLens) -> int | None:
-    tokenizer = getattr(lens.model, "tokenizer", None)
+def bos_token_id(backend: Backend) -> int | None:
+    """The tokenizer's BOS id, or None."""
+    tokenizer = backend.tokenizer
     return getattr(tokenizer, "bos_token_id", None) if tokenizer is not None else None
 
 
-def prepare_prompts(
-    lens: RopeLens,
-    prompts: Any,
-    query: int | Sequence[int] | None = None,
-    swappable: Sequence[int] | Sequence[Sequence[int]] | slice | None = None,
-    exclude_bos: bool | None = None,
-    prepend_bos: bool | None = None,
-) -> list[Prompt]:
-    """Validate and prepare prompts.
+def prepare_prompts(backend: Backend, prompts: Any, options: PromptOptions | None = None) -> PromptSet:
+    """Validate and prepare prompts (see the module docstring and ``PromptOptions``).
 
     Args:
-        lens: the lens (for the tokenizer, vocabulary and context checks).
-        prompts: strings, a LongTensor or token-id lists (see the module docstring).
-        query: query position: None = last token; an int (negative counts from each prompt's
-            end) for all prompts; or one int per prompt.
-        swappable: key positions that may be swapped: None = every key before the query
-            except BOS; a slice or a list of positions for all prompts; or one list per prompt.
-            Keys a layer masks (sliding window) are dropped per layer.
-        exclude_bos: drop position 0 from the default swappable set: None = when it holds the
-            tokenizer's BOS token; True/False to force.
-        prepend_bos: for string prompts, whether to prepend BOS (None = the model's default).
+        backend: the model's backend (tokenizer, vocabulary and context checks).
+        prompts: strings, a LongTensor or token-id lists.
+        options: query, swappable keys and BOS handling.
     """
-    rows = tokenize(lens, prompts, prepend_bos)
+    options = options or PromptOptions()
+    rows = tokenize(backend, prompts, options.prepend_bos)
     n = len(rows)
-    queries = _per_prompt(query, n, "query")
-    sets = _swappable_per_prompt(swappable, n)
-    bos_id = _bos_id(lens)
+    queries = _per_prompt(options.query, n)
+    sets = _swappable_per_prompt(options.swappable, n)
+    bos_id = bos_token_id(backend)
+    if options.exclude_bos is not None:
+        bos_flags = [options.exclude_bos] * n
+    elif bos_id is None:
+        bos_flags = [False] * n
+    else:
+        firsts = rows[:, 0] if isinstance(rows, Tensor) else torch.stack([row[0] for row in rows])
+        bos_flags = (firsts == bos_id).tolist()
+    defaults: dict[tuple[int, bool], tuple[int, ...]] = {}
     out = []
-    for index, tokens in enumerate(rows):
+    for index in range(n):
+        tokens = rows[index]
         length = int(tokens.shape[0])
         q = length - 1 if queries[index] is None else queries[index]
-        if not isinstance(q, int) or isinstance(q, bool):
-            raise TypeError(f"query must be an int or one int per prompt, got {q!r}.")
         if not -length <= q < length:
             raise ValueError(f"query {q} is out of range for prompt {index} of {length} tokens.")
         q %= length
-        bos = bool(exclude_bos) if exclude_bos is not None else bos_id is not None and int(tokens[0]) == bos_id
+        bos = bool(bos_flags[index])
         chosen = sets[index]
         if chosen is None:
-            candidates = tuple(range(1 if bos else 0, q))
+            candidates = defaults.get((q, bos))
+            if candidates is None:
+                candidates = defaults[(q, bos)] = tuple(range(1 if bos else 0, q))
         else:
             positions = range(length)[chosen] if isinstance(chosen, slice) else list(chosen)
             candidates = tuple(sorted({int(p) for p in positions}))
@@ -131,45 +347,28 @@ def prepare_prompts(
                     f"Swappable positions {bad} of prompt {index} are not keys before its query at {q}."
                 )
         out.append(Prompt(tokens=tokens, query=q, candidates=candidates, bos=bos))
-    return out
+    return PromptSet(out, stacked=rows if isinstance(rows, Tensor) else None)
 
 
-def _per_prompt(value: Any, n: int, name: str) -> list:
+def _per_prompt(value: int | tuple[int, ...] | None, n: int) -> list:
     if value is None or isinstance(value, int):
         return [value] * n
-    values = list(value)
-    if len(values) != n:
-        raise ValueError(f"Got {len(values)} {name} values for {n} prompts: pass one per prompt or a single int.")
-    return [int(v) if isinstance(v, Tensor) else v for v in values]
+    if len(value) != n:
+        raise ValueError(f"Got {len(value)} query values for {n} prompts: pass one per prompt or a single int.")
+    return list(value)
 
 
 def _swappable_per_prompt(swappable: Any, n: int) -> list:
     if swappable is None or isinstance(swappable, slice):
         return [swappable] * n
-    items = list(swappable)
-    if items and all(isinstance(item, (int, Tensor)) and getattr(item, "ndim", 0) == 0 for item in items):
-        return [[int(p) for p in items]] * n
-    if len(items) != n:
+    if not swappable or not isinstance(swappable[0], tuple):
+        return [swappable] * n
+    if len(swappable) != n:
         raise ValueError(
-            f"swappable has {len(items)} entries for {n} prompts: pass one list of positions for all "
+            f"swappable has {len(swappable)} entries for {n} prompts: pass one list of positions for all "
             "prompts, a slice, or one list per prompt."
         )
-    return items
-
-
-def batches(prompts: list[Prompt], batch_size: int) -> Iterator[tuple[list[int], Tensor, Tensor]]:
-    """Right-padded batches: ``(indices, tokens [b, max_len], query [b])``.
-
-    Padding sits after every query, so causal attention makes it invisible to the query.
-    """
-    for start in range(0, len(prompts), batch_size):
-        chunk = prompts[start : start + batch_size]
-        width = max(int(p.tokens.shape[0]) for p in chunk)
-        tokens = torch.zeros(len(chunk), width, dtype=torch.long)
-        for row, prompt in enumerate(chunk):
-            tokens[row, : prompt.tokens.shape[0]] = prompt.tokens
-        query = torch.tensor([p.query for p in chunk])
-        yield list(range(start, start + len(chunk))), tokens, query
+    return list(swappable)
 
 
 @dataclass
@@ -184,47 +383,13 @@ class KeyGroup:
         others: the visible keys outside S (BOS, the query itself, keys not chosen).
     """
 
-    rows: list[int]  # rows in the batch
-    prompts: list[int]  # global prompt indices
+    rows: list[int]
+    prompts: list[int]
     query: int
     swappable: tuple[int, ...]
     others: tuple[int, ...]
 
-
-def layer_groups(
-    prompts: list[Prompt], indices: list[int], geo: Any, minimum: int, need: str
-) -> list[KeyGroup]:
-    """Group a batch's prompts by (query, S, other visible keys) at the layer ``geo``.
-
-    Raises:
-        ValueError: a prompt has fewer than ``minimum`` swappable keys at this layer (``need``
-            says what they are needed for).
-    """
-    groups: dict[tuple, KeyGroup] = {}
-    for row, index in enumerate(indices):
-        prompt = prompts[index]
-        t = prompt.query
-        visible = [j for j in range(t + 1) if geo.window is None or t - j < geo.window]
-        swappable = tuple(p for p in prompt.candidates if geo.window is None or t - p < geo.window)
-        if len(swappable) < minimum:
-            raise ValueError(
-                f"Prompt {index} has {len(swappable)} swappable keys at layer {geo.layer} "
-                f"(query {t}, window {geo.window}): fewer than {need}. Use longer prompts, a smaller "
-                "block_size or more swappable positions."
-            )
-        in_s = set(swappable)
-        others = tuple(j for j in visible if j not in in_s)
-        key = (t, swappable, others)
-        if key not in groups:
-            groups[key] = KeyGroup([], [], t, swappable, others)
-        groups[key].rows.append(row)
-        groups[key].prompts.append(index)
-    return list(groups.values())
-
-
-def split_group(group: KeyGroup, size: int) -> list[KeyGroup]:
-    """The group cut into parts of at most ``size`` prompts (same layout)."""
-    return [
-        KeyGroup(group.rows[i : i + size], group.prompts[i : i + size], group.query, group.swappable, group.others)
-        for i in range(0, len(group.rows), size)
-    ]
+    def split(self, size: int) -> list[KeyGroup]:
+        """The group cut into parts of at most ``size`` prompts (same layout)."""
+        return [KeyGroup(self.rows[i : i + size], self.prompts[i : i + size], self.query, self.swappable, self.others)
+                for i in range(0, len(self.rows), size)]

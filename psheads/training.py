@@ -25,7 +25,7 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
-from psheads import geometry, zoo
+from psheads import geometry, schema, zoo
 from psheads.config import from_known_fields
 from psheads.tasks import Task, get_task, task_tokenizer
 
@@ -236,8 +236,7 @@ def checkpoint_dynamics(directory: Path, task: Task, config: TrainConfig, step: 
     else:
         model = zoo.boot_local(directory)
         prompts = task.generate(config.dynamics_prompts, seed=TEST_SEED_OFFSET + config.seed + 1).tokens
-        frame = score_heads(model, prompts, progress=False)[["layer", "head", "positional", "symbolic",
-                                                              "positional_std", "symbolic_std", "entropy", "label"]]
+        frame = score_heads(model, prompts, progress=False)[schema.DYNAMICS_SCORES]
         frame.insert(0, "step", step)
     for row in evaluation.itertuples():
         frame[f"accuracy_{row.hops}"] = row.accuracy

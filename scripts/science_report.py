@@ -10,7 +10,7 @@ import argparse
 import pandas as pd
 
 from psheads import RopeLens, frequency_profile, load_pretrained, score_heads
-from psheads.cli import PAPER_B_FREQUENCY_ID
+from psheads.references import PAPER_B_FREQUENCY_ID
 
 
 def first_step(evaluation: pd.DataFrame, threshold: float) -> dict[str, int | None]:

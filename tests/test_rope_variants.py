@@ -28,7 +28,8 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 import psheads
 from psheads import geometry
-from psheads.lens import SELF_CHECK_TOLERANCE, pattern_error
+from psheads.layer import pattern_error
+from psheads.lens import SELF_CHECK_TOLERANCE
 from tests import helpers
 
 SHORT = 16

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import psheads
-from psheads import scoring
+from psheads import engine, scoring
+from psheads.prompts import PromptOptions, prepare_prompts
 from tests import oracle
 
 ORACLE_CASES = [
@@ -114,11 +115,11 @@ def test_prompt_forms_and_lengths(model_factory) -> None:
 def test_bos_is_not_swapped(model_factory, monkeypatch) -> None:
     model = model_factory("llama")
     lens = psheads.RopeLens(model)
-    monkeypatch.setattr(psheads.prompts, "_bos_id", lambda lens: 5)  # pretend token 5 is BOS
-    prepared = psheads.prompts.prepare_prompts(lens, [[5, 1, 2, 3], [4, 1, 2, 3]])
+    monkeypatch.setattr(psheads.prompts, "bos_token_id", lambda backend: 5)  # pretend token 5 is BOS
+    prepared = prepare_prompts(lens.backend, [[5, 1, 2, 3], [4, 1, 2, 3]])
     assert prepared[0].candidates == (1, 2) and prepared[0].bos
     assert prepared[1].candidates == (0, 1, 2) and not prepared[1].bos
-    forced = psheads.prompts.prepare_prompts(lens, [[4, 1, 2, 3]], exclude_bos=True)
+    forced = prepare_prompts(lens.backend, [[4, 1, 2, 3]], PromptOptions(exclude_bos=True))
     assert forced[0].candidates == (1, 2)
 
 
@@ -126,7 +127,7 @@ def test_bad_inputs(model_factory) -> None:
     lens = psheads.RopeLens(model_factory("llama"))
     with pytest.raises(ValueError, match="No prompts"):
         psheads.score_heads(lens, [])
-    with pytest.raises(ValueError, match="fewer than 2 blocks"):
+    with pytest.raises(ValueError, match="fewer than the 4 that method .swap. needs"):
         psheads.score_heads(lens, [[1, 2, 3]], block_size=2)
     with pytest.raises(ValueError, match="query 9 is out of range"):
         psheads.score_heads(lens, [[1, 2, 3, 4]], query=9)
@@ -162,7 +163,7 @@ def test_chunking_does_not_change_scores(model_factory, monkeypatch) -> None:
     lens = psheads.RopeLens(model_factory("gemma"))
     tokens = torch.randint(0, 64, (5, 10))
     whole = psheads.score_heads(lens, tokens, by_frequency=True, reduce=False)
-    monkeypatch.setattr(scoring, "CHUNK_BYTES", 4096)  # one prompt and a few swaps at a time
+    monkeypatch.setattr(engine, "CHUNK_BYTES", 4096)  # one prompt and a few swaps at a time
     chunked = psheads.score_heads(lens, tokens, by_frequency=True, reduce=False)
     pd.testing.assert_frame_equal(whole, chunked, check_exact=False, atol=1e-12, rtol=0)
 
@@ -172,10 +173,10 @@ def test_string_prompts_get_bos_and_never_swap_it() -> None:
 
     model = zoo.random_gptj(seed=0)
     lens = psheads.RopeLens(model)
-    (prepared,) = psheads.prompts.prepare_prompts(lens, ["w3 w7 w9 w1 w2"])
+    (prepared,) = prepare_prompts(lens.backend, ["w3 w7 w9 w1 w2"])
     assert prepared.tokens.tolist() == [127, 3, 7, 9, 1, 2] and prepared.bos
     assert prepared.candidates == (1, 2, 3, 4)
-    (plain,) = psheads.prompts.prepare_prompts(lens, ["w3 w7 w9 w1 w2"], prepend_bos=False)
+    (plain,) = prepare_prompts(lens.backend, ["w3 w7 w9 w1 w2"], PromptOptions(prepend_bos=False))
     assert plain.tokens.tolist() == [3, 7, 9, 1, 2] and plain.candidates == (0, 1, 2, 3)
     frame = psheads.score_heads(lens, ["w3 w7 w9 w1 w2", "w5 w4 w3 w2 w1 w0"], layers=[0], reduce=False)
     swaps = psheads.swap_attention(lens, "w3 w7 w9 w1 w2", layer=0, head=0)
