@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from psheads import schema
+from psheads.methods import score_methods
 from psheads.references import PAPER_B_FREQUENCY_ID
 
 
@@ -65,7 +67,8 @@ def _score(args: argparse.Namespace) -> int:
     if args.out:
         frame.to_csv(args.out, index=False)
         print(f"wrote {len(frame)} rows to {args.out}")
-    print(frame.drop(columns=["kv_head"]).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    shown = [name for name in schema.SCORES.names if name in frame.columns and name != "kv_head"]
+    print(frame[shown].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     return 0
 
 
@@ -78,7 +81,7 @@ def _profile(args: argparse.Namespace) -> int:
     if args.out:
         profile.planes.to_csv(args.out, index=False)
         print(f"wrote {len(profile.planes)} rows to {args.out}")
-    print(profile.heads.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
+    print(profile.heads[schema.PROFILE_HEADS.names].to_string(index=False, float_format=lambda x: f"{x:.1f}"))
     return 0
 
 
@@ -177,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     score = sub.add_parser("score", help="positional/symbolic scores of every head")
     _add_prompt_options(score)
-    score.add_argument("--method", choices=["swap", "anova"], default="swap")
+    score.add_argument("--method", choices=score_methods(), default="swap",
+                       help="score method (register more with psheads.register_score_method)")
     score.add_argument("--block-size", type=_positive_int, default=1)
     score.add_argument("--by-frequency", action="store_true")
     score.set_defaults(run=_score)

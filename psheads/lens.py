@@ -28,9 +28,10 @@ from psheads.prompts import as_index, check_tokens, layer_index, layer_indices, 
 
 logger = logging.getLogger(__name__)
 
-#: Self-check tolerance on attention probabilities, by the model's dtype.
+#: Self-check tolerance on attention probabilities, by the model's dtype. Hugging Face attention
+#: takes its softmax in fp32 even in an fp64 model, so fp64 cannot be held tighter than fp32 is.
 SELF_CHECK_TOLERANCE: dict[torch.dtype, float] = {
-    torch.float64: 1e-8,
+    torch.float64: 1e-6,
     torch.float32: 1e-5,
     torch.float16: 5e-3,
     torch.bfloat16: 3e-2,

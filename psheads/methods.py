@@ -26,10 +26,11 @@ Both built-ins are exact and avoid every |S|³ cost:
 * ``swap`` (paper B's swap score) never re-normalises a swapped softmax: the cosines are
   invariant to it, the weights α need only the unswapped attention, and pairs whose α falls
   below fp64 resolution are skipped (their total weight is below 2⁻⁵³). A swap's normaliser,
-  needed only for ``swap_attention``, follows in O(1) from the unswapped one, with the mass
-  outside the two heaviest keys summed directly so that nothing cancels.
-* ``anova`` (all-permutation shares) reads the sums of squares from two Gram matrices,
-  ``SS_int = ⟨AᶜᵀAᶜ, K̃ᶜᵀK̃ᶜ⟩`` (O(|S|·d²)), or from M itself under a soft-cap.
+  needed only for ``swap_attention``, follows in O(b) from the unswapped one, with the mass
+  outside the two heaviest units (blocks or unmoved keys) summed directly so nothing cancels.
+* ``anova`` (all-permutation shares) reads the sums of squares from the Gram matrices of the
+  factors of ``M = P Tᵀ``, ``SS_int = ⟨PᶜᵀPᶜ, TᶜᵀTᶜ⟩`` (O(|S|·k²), k ≤ d_head + 1), or from M itself
+  under a soft-cap or when |S| ≤ k.
 """
 
 from __future__ import annotations
@@ -296,21 +297,25 @@ def swap_scores(logits: KeyLogits, block_size: int, tau: float) -> tuple[Float[T
     spread = (d_blocks.amax(-1) - d_blocks.amin(-1))[:, None]
     sums = torch.zeros(3, len(d_blocks), dtype=torch.float64)  # Σ α·cos_pos, Σ α·cos_sym, Σ α
 
-    def add(x: Tensor, y: Tensor, d_i: Tensor, d_j: Tensor, keep: Tensor | None) -> None:
+    def add(x: Tensor, y: Tensor, d_i: Tensor, d_j: Tensor, keep: Tensor | None, part: slice = slice(None)) -> None:
         gap = (d_i - d_j).abs()
-        low, top = (v.reshape(-1, *[1] * (gap.ndim - 1)) for v in (threshold, spread))
+        low, top = (v[part].reshape(-1, *[1] * (gap.ndim - 1)) for v in (threshold, spread))
         kept = gap >= low if keep is None else keep & (gap >= low)
         weight = torch.where(kept, ((gap - top) / tau).exp(), 0.0)
         cos_pos, cos_sym = _pair_cosines(x, y, d_i.expand_as(weight), d_j.expand_as(weight))
-        sums[0] += (weight * cos_pos).flatten(1).sum(-1)
-        sums[1] += (weight * cos_sym).flatten(1).sum(-1)
-        sums[2] += weight.flatten(1).sum(-1)
+        sums[0, part] += (weight * cos_pos).flatten(1).sum(-1)
+        sums[1, part] += (weight * cos_sym).flatten(1).sum(-1)
+        sums[2, part] += weight.flatten(1).sum(-1)
 
-    if logits.small_matrix is not None:  # every pair (i < j) straight from M
+    if logits.small_matrix is not None:  # every pair (i < j) straight from M, a chunk of entries at a time
         pairs = block_pairs(d_blocks.shape[-1])
         rows, cols = (pairs[:, side, None] * block_size + torch.arange(block_size) for side in (0, 1))
         whole = logits.small_matrix.flatten(0, -3)
-        add(whole[:, rows, cols], whole[:, cols, rows], d_blocks[:, pairs[:, 0]], d_blocks[:, pairs[:, 1]], None)
+        step = max(1, engine.CHUNK_BYTES // (8 * 16 * block_size * max(1, len(pairs))))
+        for first in range(0, len(whole), step):
+            part = slice(first, first + step)
+            add(whole[part, rows, cols], whole[part, cols, rows], d_blocks[part, pairs[:, 0]],
+                d_blocks[part, pairs[:, 1]], None, part)
     else:
         for x, y, d_i, d_j, keep in _heavy_rows(logits.flat(), d_blocks, threshold[:, 0], block_size):
             add(_diagonal_blocks(x, block_size), _diagonal_blocks(y, block_size), d_i, d_j, keep)

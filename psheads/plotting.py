@@ -9,6 +9,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from psheads import schema
+
 LABEL_COLORS = {"positional": "#1f77b4", "symbolic": "#d62728", "uniform": "#7f7f7f", "mixed": "#9467bd"}
 
 
@@ -19,6 +21,7 @@ def score_plane(frame: pd.DataFrame, gamma: float | None = None) -> go.Figure:
         frame: a ``psheads.score_heads`` frame (reduced).
         gamma: label threshold (default: the frame's ``attrs["config"]["gamma"]``, else 0.1).
     """
+    schema.SCORES.check(frame, ["layer", "head", "positional", "symbolic", "label"], "score_plane")
     gamma = gamma if gamma is not None else frame.attrs.get("config", {}).get("gamma", 0.1)
     figure = go.Figure()
     regions = {"positional": (1 - gamma, 1, 0, gamma), "symbolic": (0, gamma, 1 - gamma, 1),
@@ -45,6 +48,7 @@ def learning_dynamics(dynamics: pd.DataFrame, head: int = 0) -> go.Figure:
         dynamics: a dynamics table from ``psheads.training.train`` (``step, layer, head, …``).
         head: the head to show.
     """
+    schema.DYNAMICS.check(dynamics, ["step", "layer", "head", "positional", "symbolic"], "learning_dynamics")
     part = dynamics[dynamics["head"] == head].sort_values(["layer", "step"])
     figure = make_subplots(rows=2, cols=1, shared_xaxes=True, subplot_titles=("positional", "symbolic"))
     for layer, rows in part.groupby("layer", sort=True):
@@ -58,6 +62,7 @@ def learning_dynamics(dynamics: pd.DataFrame, head: int = 0) -> go.Figure:
 
 def accuracy_by_hops(evaluation: pd.DataFrame) -> go.Figure:
     """Test accuracy per hop count over training steps (``step, hops, accuracy``)."""
+    schema.EVALUATION.check(evaluation, ["step", "hops", "accuracy"], "accuracy_by_hops")
     figure = go.Figure()
     for hops, rows in evaluation.groupby("hops", sort=True):
         figure.add_trace(go.Scatter(x=rows["step"], y=rows["accuracy"], mode="lines+markers", name=f"{hops} hops"
@@ -72,6 +77,7 @@ def frequency_usage(planes: pd.DataFrame) -> go.Figure:
     Args:
         planes: ``FrequencyProfile.planes`` (``layer, head, plane, usage``).
     """
+    schema.PROFILE_PLANES.check(planes, ["layer", "head", "plane", "usage"], "frequency_usage")
     table = planes.pivot_table(index=["layer", "head"], columns="plane", values="usage")
     figure = go.Figure(go.Heatmap(z=table.to_numpy(), x=[str(c) for c in table.columns],
                                   y=[f"L{layer}H{head}" for layer, head in table.index], colorscale="Viridis",

@@ -38,18 +38,13 @@ class FrameSchema:
         """Column names in frame order."""
         return [column.name for column in self.columns]
 
-    def order(self, present: list[str] | set[str]) -> list[str]:
-        """``present`` in this schema's order (names it does not declare go last, in order)."""
-        known = [name for name in self.names if name in present]
-        return known + [name for name in present if name not in self.names]
-
     def check(self, frame: pd.DataFrame, required: list[str], what: str) -> None:
         """Raise ``ValueError`` naming the ``required`` columns ``frame`` lacks (``what`` needs them)."""
         if not isinstance(frame, pd.DataFrame):
-            raise TypeError(f"{what} needs a pandas DataFrame ({self.name}), got {type(frame).__name__}.")
+            raise TypeError(f"{what} needs a pandas DataFrame (a {self.name!r} frame), got {type(frame).__name__}.")
         missing = [name for name in required if name not in frame.columns]
         if missing:
-            raise ValueError(f"{what} needs a {self.name} frame with columns {missing}; this frame has "
+            raise ValueError(f"{what} needs the columns {missing} of a {self.name!r} frame; this frame has "
                              f"{list(frame.columns)}.")
 
     def describe(self) -> pd.DataFrame:

@@ -99,17 +99,17 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
                        heads=config.heads, min_keys=minimum, need=f"the {minimum} that method {method.name!r} needs",
                        by_frequency=config.by_frequency, batch_size=config.batch_size, progress=progress,
                        desc="score_heads")
-    values = [*method.columns, "entropy"]
+    extra = [name for name in method.columns if name not in schema.SCORE_SPREAD]  # after the std columns
     if config.reduce:
         reducer = engine.RunningMean(spread=schema.SCORE_SPREAD, by_frequency=config.by_frequency)
         for item in items:
             reducer.add(item)
         spread = [f"{name}_std" for name in schema.SCORE_SPREAD]
-        frame = reducer.frame(schema.SCORES.order([*values, *spread, "n_prompts"]))
+        frame = reducer.frame([*schema.SCORE_SPREAD, *spread, *extra, "entropy", "n_prompts"])
         if config.by_frequency:
             frame = frame.sort_values(["layer", "head", "plane"], kind="stable").reset_index(drop=True)
     else:
-        frame = engine.per_prompt_frame(items, schema.SCORES.order(values), config.by_frequency)
+        frame = engine.per_prompt_frame(items, [*schema.SCORE_SPREAD, *extra, "entropy"], config.by_frequency)
     frame["label"] = [label(p, s, config.gamma) for p, s in zip(frame["positional"], frame["symbolic"])]
     frame.attrs.update({
         "config": config.to_dict(),

@@ -1,10 +1,10 @@
-"""Brute-force swap-score oracle (paper B, appendix D; DESIGN §2.1), for the test suite only.
+"""Brute-force swap-score oracle (paper B, appendix D), for the test suite only.
 
 Deliberately slow and simple, and independent of psheads: every block swap is *executed* — the
 hidden states entering ``layer`` are permuted with a TransformerLens hook on
 ``blocks.{layer}.hook_resid_pre`` (position ids stay fixed, earlier layers are untouched), the
 model is re-run, and ``blocks.{layer}.attn.hook_pattern`` is read at the query row. The score
-arithmetic then follows DESIGN §2.1 literally, in fp64, with plain Python loops.
+arithmetic then follows the definition in docs/scoring.md literally, in fp64, with plain Python loops.
 
 API
 ---
@@ -166,7 +166,7 @@ def _cos(u: tuple[float, float], v: tuple[float, float]) -> float:
 
 def swap_scores_from_attention(d_base: torch.Tensor, d_swapped: torch.Tensor, pairs: torch.Tensor,
                                tau: float = 1e-4) -> tuple[torch.Tensor, torch.Tensor]:
-    """DESIGN §2.1 literally: per head, ``(s_POS, s_SYM)`` as float64 ``[n_heads]`` each.
+    """The definition literally: per head, ``(s_POS, s_SYM)`` as float64 ``[n_heads]`` each.
 
     ``d_base`` [n_heads, n_blocks]: d_i(x); ``d_swapped`` [n_pairs, n_heads, 2]:
     (d_i(πx), d_j(πx)); ``pairs`` [n_pairs, 2]: (i, j). α = softmax over pairs of

@@ -247,3 +247,64 @@ def test_int_like_arguments_and_empty_layer_lists(model_factory) -> None:
         list(lens.frequency_logits_by_layer(tokens, layers=[]))
     with pytest.raises(ValueError, match="probe_length"):
         psheads.RopeLens(lens.model, probe_length=2.5)
+
+
+def test_an_unchanged_model_reuses_its_checked_lens(model_factory, monkeypatch) -> None:
+
+    from psheads import lens as lens_module
+
+    checks = {"n": 0}
+    real = psheads.RopeLens._self_check
+
+    def counting(self, captures):
+        checks["n"] += 1
+        return real(self, captures)
+
+    monkeypatch.setattr(psheads.RopeLens, "_self_check", counting)
+    model = model_factory("qwen2")
+    lens_module._CHECKED.pop(model, None)
+    tokens = torch.randint(0, 64, (2, 7))
+    first = psheads.score_heads(model, tokens)
+    again = psheads.score_heads(model, tokens)
+    assert checks["n"] == 1
+    pd = pytest.importorskip("pandas")
+    pd.testing.assert_frame_equal(first, again)
+    weight = model.original_model.model.layers[0].self_attn.q_proj.weight
+    try:
+        with torch.no_grad():
+            weight.mul_(2.0)  # in place: the version counter moves
+        psheads.score_heads(model, tokens)
+        assert checks["n"] == 2
+        psheads.score_heads(model, tokens)
+        assert checks["n"] == 2
+    finally:
+        with torch.no_grad():
+            weight.div_(2.0)
+    psheads.score_heads(model, tokens)
+    assert checks["n"] == 3  # restored weights are new writes too
+    model.to(torch.float64)
+    try:
+        psheads.score_heads(model, tokens)
+        assert checks["n"] == 4
+    finally:
+        model.to(torch.float32)
+    psheads.RopeLens(model)  # an explicit lens refreshes the cache as well
+    assert checks["n"] == 5
+    psheads.frequency_profile(model, tokens)
+    assert checks["n"] == 5
+
+
+def test_the_lens_cache_does_not_keep_models_alive(tmp_path) -> None:
+    import gc
+    import weakref
+
+    from psheads import lens as lens_module
+    from tests import helpers
+
+    model = helpers.boot_bridge(helpers.save_tiny("llama", tmp_path / "m"))
+    psheads.score_heads(model, torch.randint(0, 64, (1, 6)))
+    assert model in lens_module._CHECKED
+    probe = weakref.ref(model)
+    del model
+    gc.collect()
+    assert probe() is None

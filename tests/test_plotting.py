@@ -31,3 +31,15 @@ def test_dynamics_accuracy_and_usage() -> None:
                            "usage": [0.7, 0.3, 0.4, 0.6]})
     heat = plotting.frequency_usage(planes).data[0]
     assert list(heat.x) == ["0", "1"] and heat.z.tolist() == [[0.3, 0.7], [0.6, 0.4]]
+
+
+def test_figures_name_the_columns_they_miss() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match=r"score_plane needs the columns \['label'\]"):
+        plotting.score_plane(pd.DataFrame({"layer": [0], "head": [0], "positional": [0.5], "symbolic": [0.5]}))
+    shipped_evaluation = pd.DataFrame({"hops": ["1", "all"], "accuracy": [1.0, 1.0], "n": [4, 4]})
+    with pytest.raises(ValueError, match=r"accuracy_by_hops needs the columns \['step'\]"):
+        plotting.accuracy_by_hops(shipped_evaluation)
+    with pytest.raises(TypeError, match="needs a pandas DataFrame"):
+        plotting.frequency_usage([1, 2, 3])

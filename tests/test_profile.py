@@ -1,4 +1,4 @@
-"""Frequency usage shares (DESIGN.md §2.4)."""
+"""Frequency usage shares (docs: scoring, frequency usage)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """RoPE variants: scaled Llama RoPE, Gemma-3 local/global bases, half precision and GQA.
 
-Every check compares psheads against the model itself (DESIGN.md §1): θ against the HF rotary
+Every check compares psheads against the model itself (docs: the decomposition): θ against the HF rotary
 module's ``inv_freq``, YaRN's magnitude against its ``attention_scaling``, and the pattern rebuilt
 from :meth:`RopeLens.frequency_logits` against the model's own ``hook_pattern``. Each variant also
 gets a negative control (plain-RoPE tables rebuild a clearly wrong pattern), so a lens that ignored

@@ -182,3 +182,39 @@ def test_string_prompts_get_bos_and_never_swap_it() -> None:
     swaps = psheads.swap_attention(lens, "w3 w7 w9 w1 w2", layer=0, head=0)
     assert len(swaps) == 6 and swaps["positions_i"].iloc[0] == (1,)  # 4 swappable keys, BOS left out
     assert frame.loc[0, "positional"] == pytest.approx(swaps.attrs["positional"], abs=1e-5)
+
+
+def test_config_is_the_api_and_attrs_rerun_exactly(model_factory, tmp_path) -> None:
+    lens = psheads.RopeLens(model_factory("llama"))
+    tokens = torch.randint(0, 64, (4, 11))
+    config = psheads.ScoreConfig(block_size=2, tau=1e-3, layers=(1,),
+                                 prompt_options=PromptOptions(query=-2, swappable=slice(1, -2)))
+    from_config = psheads.score_heads(lens, tokens, config)
+    as_kwargs = psheads.score_heads(lens, tokens, block_size=2, tau=1e-3, layers=[1], query=-2,
+                                    swappable=slice(1, -2))
+    pd.testing.assert_frame_equal(from_config, as_kwargs)
+    overridden = psheads.score_heads(lens, tokens, config, query=-1, swappable=None)  # keyword arguments win
+    assert overridden.attrs["config"]["prompt_options"]["query"] == -1
+    assert overridden.attrs["config"]["block_size"] == 2
+    path = tmp_path / "scores.parquet"
+    from_config.to_parquet(path)
+    saved = pd.read_parquet(path)
+    rerun = psheads.score_heads(lens, tokens, psheads.ScoreConfig.from_dict(saved.attrs["config"]))
+    pd.testing.assert_frame_equal(rerun, saved)
+    with pytest.raises(TypeError, match=r"Unknown score option\(s\) \['tua'\]; valid: .*'tau'"):
+        psheads.score_heads(lens, tokens, tua=1e-3)
+    with pytest.raises(TypeError, match="prompt_options must be a PromptOptions"):
+        psheads.ScoreConfig(prompt_options={"query": 3})
+
+
+def test_profile_config(model_factory) -> None:
+    lens = psheads.RopeLens(model_factory("llama"))
+    tokens = torch.randint(0, 64, (3, 8))
+    config = psheads.ProfileConfig(layers=(0,), prompt_options=PromptOptions(exclude_bos=True))
+    profile = psheads.frequency_profile(lens, tokens, config)
+    assert set(profile.planes["layer"]) == {0}
+    assert psheads.ProfileConfig.from_dict(profile.planes.attrs["config"]) == config
+    same = psheads.frequency_profile(lens, tokens, layers=[0], exclude_bos=True)
+    pd.testing.assert_frame_equal(profile.planes, same.planes)
+    with pytest.raises(TypeError, match="Unknown profile option"):
+        psheads.frequency_profile(lens, tokens, method="swap")
