@@ -4,8 +4,9 @@ Random weights with Gemma-3 270M's real configuration (18 layers x 4 heads, 1 KV
 hidden 640, vocabulary 262144, sliding window 512 on 5 of every 6 layers, RoPE bases 1e4 local /
 1e6 global, QK-norm), booted offline as a TransformerBridge. For each length the plain forward
 and score_heads (both methods) run side by side on the same batch, interleaved, best of
-``--repeats``. Peak memory is measured in fresh subprocesses (peak RSS above the loaded model)
-for two prompt counts, by_frequency included, to show it does not grow with the number of prompts.
+``--repeats``. Peak memory is measured in fresh subprocesses (RSS sampled every 2 ms while
+score_heads runs, above the RSS just before it) for two prompt counts, by_frequency included, to
+show it does not grow with the number of prompts.
 
 Usage: python benchmarks/long_prompts.py [--lengths 512 2048] [--batch 2] [--repeats 3]
 """
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -29,6 +29,8 @@ import transformers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from rss import peak_rss_growth_mb  # noqa: E402  (benchmarks/rss.py)
 
 import psheads  # noqa: E402
 from psheads import zoo  # noqa: E402
@@ -69,10 +71,9 @@ def memory_child(directory: str, n_prompts: int, length: int, batch: int, by_fre
     lens = psheads.RopeLens(model)
     layers = [5] if by_frequency else None  # one global layer: per-plane scores cost |S|² per plane
     psheads.score_heads(lens, tokens(batch, 64), batch_size=batch, layers=layers, by_frequency=by_frequency)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    psheads.score_heads(lens, tokens(n_prompts, length), batch_size=batch, layers=layers, by_frequency=by_frequency)
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print((after - before) / 1024)
+    prompts = tokens(n_prompts, length)
+    print(peak_rss_growth_mb(lambda: psheads.score_heads(lens, prompts, batch_size=batch, layers=layers,
+                                                         by_frequency=by_frequency)))
 
 
 def peak_rss_mb(directory: Path, n_prompts: int, length: int, batch: int, by_frequency: bool) -> float:
@@ -87,8 +88,11 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[512, 2048])
     parser.add_argument("--batch", type=int, default=2, help="prompts per forward pass")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--memory", type=int, nargs=2, default=[2, 6], help="prompt counts for peak memory")
-    parser.add_argument("--memory-length", type=int, default=512)
+    parser.add_argument("--memory", type=int, nargs=2, default=[2, 8], help="prompt counts for peak memory")
+    parser.add_argument("--skip-timing", action="store_true", help="only the memory measurement")
+    parser.add_argument("--memory-length", type=int, default=2048, help="prompt length for peak memory")
+    parser.add_argument("--frequency-length", type=int, default=512,
+                        help="prompt length for peak memory with by_frequency (every plane of layer 5)")
     parser.add_argument("--memory-child", nargs=5, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child is not None:
@@ -102,7 +106,7 @@ def main() -> None:
         lens = psheads.RopeLens(model)
         print(f"{lens}; torch threads {torch.get_num_threads()}; batch {args.batch}; best of {args.repeats}")
         print(f"{'tokens':>6} {'forward':>9} {'swap':>9} {'ratio':>6} {'anova':>9} {'ratio':>6}")
-        for length in args.lengths:
+        for length in [] if args.skip_timing else args.lengths:
             batch = tokens(args.batch, length)
 
             def plain() -> None:
@@ -122,10 +126,10 @@ def main() -> None:
             print(f"{length:>6} {best['forward']:>8.2f}s {best['swap']:>8.2f}s {best['swap'] / best['forward']:>5.2f}x "
                   f"{best['anova']:>8.2f}s {best['anova'] / best['forward']:>5.2f}x")
         small, large = args.memory
-        for by_frequency in (False, True):
-            peaks = [peak_rss_mb(directory, n, args.memory_length, args.batch, by_frequency) for n in (small, large)]
+        for by_frequency, length in ((False, args.memory_length), (True, args.frequency_length)):
+            peaks = [peak_rss_mb(directory, n, length, args.batch, by_frequency) for n in (small, large)]
             what = "by_frequency (layer 5)" if by_frequency else "all layers"
-            print(f"peak RSS growth at {args.memory_length} tokens, {what}: {small} prompts {peaks[0]:.0f} MB, "
+            print(f"peak RSS growth at {length} tokens, {what}: {small} prompts {peaks[0]:.0f} MB, "
                   f"{large} prompts {peaks[1]:.0f} MB")
 
 

@@ -6,7 +6,7 @@ timings are taken side by side in one run, interleaved, best of 5: the call user
 the same with a ``RopeLens`` and with ``method="anova"``, against a plain forward of the same
 batches. The oracle (tests/oracle.py, which re-runs the model once per swap) is timed on a
 subset and compared per prompt. Peak memory is measured in fresh subprocesses (peak RSS above the
-model-loaded baseline) for two prompt counts.
+RSS just before the call, sampled every 2 ms) for two prompt counts.
 
 Usage: python benchmarks/score_speed.py [--prompts 128] [--oracle-prompts 8] [--memory 256 2048]
 """
@@ -14,7 +14,6 @@ Usage: python benchmarks/score_speed.py [--prompts 128] [--oracle-prompts 8] [--
 from __future__ import annotations
 
 import argparse
-import resource
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from rss import peak_rss_growth_mb  # noqa: E402  (benchmarks/rss.py)
 
 from psheads import RopeLens, score_heads, zoo  # noqa: E402
 
@@ -41,7 +42,7 @@ def timed(fn) -> float:
 
 
 def peak_rss_mb(n_prompts: int, batch_size: int) -> float:
-    """Run in a child: peak RSS growth (MB) of score_heads over n_prompts, above the loaded model."""
+    """Run in a child: peak RSS growth (MB) while score_heads runs over n_prompts (sampled)."""
     out = subprocess.run([sys.executable, __file__, "--memory-child", str(n_prompts), "--batch-size", str(batch_size)],
                          capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
@@ -51,10 +52,8 @@ def memory_child(n_prompts: int, batch_size: int) -> None:
     model = zoo.random_gptj(seed=0)
     lens = RopeLens(model)
     score_heads(lens, prompts(8, int(model.cfg.d_vocab)), batch_size=batch_size, progress=False)  # warm-up
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    score_heads(lens, prompts(n_prompts, int(model.cfg.d_vocab)), batch_size=batch_size, progress=False)
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print((after - before) / 1024)
+    tokens = prompts(n_prompts, int(model.cfg.d_vocab))
+    print(peak_rss_growth_mb(lambda: score_heads(lens, tokens, batch_size=batch_size, progress=False)))
 
 
 def main() -> None:

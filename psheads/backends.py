@@ -65,6 +65,12 @@ def _upcast(x: Tensor) -> Tensor:
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x.clone()
 
 
+def _tensors(model: torch.nn.Module) -> list[Tensor]:
+    """Every parameter and buffer of ``model``, in one walk over its modules."""
+    return [tensor for module in model.modules()
+            for tensors in (module._parameters, module._buffers) for tensor in tensors.values() if tensor is not None]
+
+
 def all_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The model's modules plus those of a bridge's HF model, each once."""
     seen: dict[int, torch.nn.Module] = {}
@@ -187,7 +193,7 @@ class Backend:
 
     def weights(self) -> list[Tensor]:
         """Every parameter and buffer of the model."""
-        return [*self.model.parameters(), *self.model.buffers()]
+        return _tensors(self.model)
 
     def fingerprint(self) -> tuple:
         """Changes whenever the weights (in place or replaced), dtype, device or layer facts change.
@@ -488,8 +494,7 @@ class BridgeBackend(Backend):
             self._check_supported(layer)
 
     def weights(self) -> list[Tensor]:
-        hf = self.model.original_model
-        return [*hf.parameters(), *hf.buffers()]
+        return _tensors(self.model.original_model)
 
     def _attn(self, layer: int) -> Any:
         return self.model.blocks[layer].attn
@@ -581,20 +586,26 @@ class BridgeBackend(Backend):
     def table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
         hooks = []
         handles = []
+        # layers usually share one table tensor per forward: convert it once (the source is kept
+        # so that its id cannot be reused while the forward runs)
+        converted: dict[int, tuple[Tensor, Tensor]] = {}
+
+        def table(source: Tensor, widen: bool) -> Tensor:
+            if id(source) not in converted:
+                value = _upcast(source.reshape(-1, *source.shape[-2:])[0])
+                converted[id(source)] = (source, value.repeat_interleave(2, -1) if widen else value)
+            return converted[id(source)][1]
 
         def tl_recorder(layer: int, which: str) -> Callable:
             def hook(tensor: Tensor, hook: Any) -> None:
-                store.setdefault(layer, {})[which] = _upcast(tensor.reshape(-1, *tensor.shape[-2:])[0])
+                store.setdefault(layer, {})[which] = table(tensor, widen=False)
 
             return hook
 
         def position_embeddings_recorder(layer: int) -> Callable:
             def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
                 sin, cos = kwargs["position_embeddings"]  # GPT-J passes (sin, cos), half width
-                store[layer] = {
-                    "cos": _upcast(cos.reshape(-1, *cos.shape[-2:])[0]).repeat_interleave(2, -1),
-                    "sin": _upcast(sin.reshape(-1, *sin.shape[-2:])[0]).repeat_interleave(2, -1),
-                }
+                store[layer] = {"cos": table(cos, widen=True), "sin": table(sin, widen=True)}
 
             return pre_hook
 

@@ -124,17 +124,18 @@ Measurement = Callable[[KeyLogits], dict[str, Tensor]]
 
 @dataclass
 class Measured:
-    """A measurement's values for some prompts and heads of one layer.
+    """A measurement's values for some prompts and heads of a stack of layers (layers that share
+    their geometry and tables are measured in one pass).
 
     Attributes:
-        geometry: the layer.
+        layers: the layers, in stack order.
         prompts: indices of the prompts in the prompt set.
-        heads: ``[h]`` query heads.
-        values: ``{column: [prompt, head]}`` or ``[prompt, head, slot]`` (fp64, CPU); slots are
-            planes ``1 … F`` then 0 with ``by_frequency``.
+        heads: ``[h]`` query heads (the same in every layer of the stack).
+        values: ``{column: [prompt, layer · head]}`` or ``[prompt, layer · head, slot]`` (fp64,
+            CPU; layer-major); slots are planes ``1 … F`` then 0 with ``by_frequency``.
     """
 
-    geometry: LayerGeometry
+    layers: list[LayerGeometry]
     prompts: list[int]
     heads: Tensor
     values: dict[str, Tensor]
@@ -253,10 +254,8 @@ def _run(lens: RopeLens, prompts: PromptSet, measure: Measurement, layers: list[
                 for part in group.split(max(1, CHUNK_BYTES // per_prompt)):
                     views = key_logits(geo, capture, part, stacked, by_frequency)
                     values = _concat_slots([measure(view) for view in views]) if by_frequency else measure(views[0])
-                    n = len(chosen)
-                    for i, layer in enumerate(stack):
-                        yield Measured(lens.layers[layer], part.prompts, chosen,
-                                       {name: value[:, i * n : (i + 1) * n].cpu() for name, value in values.items()})
+                    yield Measured([lens.layers[layer] for layer in stack], part.prompts, chosen,
+                                   {name: value.cpu() for name, value in values.items()})
         captures.clear()
 
 
@@ -265,16 +264,19 @@ def _concat_slots(parts: list[dict[str, Tensor]]) -> dict[str, Tensor]:
 
 
 # --- reduction ---------------------------------------------------------------------------------
-def key_columns(geo: LayerGeometry, heads: Tensor, by_frequency: bool) -> dict[str, np.ndarray]:
-    """Index columns for a ``[head(, slot)]`` block of values, flattened head-major."""
-    n_slots = geo.n_planes + 1 if by_frequency else 1
-    head_ids = heads.repeat_interleave(n_slots)
-    columns = {"layer": np.full(len(head_ids), geo.layer), "head": head_ids.numpy(),
-               "kv_head": geo.kv_head_of[head_ids].numpy()}
-    if by_frequency:
-        columns["plane"] = np.tile(np.array(geo.plane_ids), len(heads))
-        columns["theta"] = np.tile(np.array(geo.theta.tolist() + [0.0]), len(heads))
-    return columns
+def key_columns(layers: list[LayerGeometry], heads: Tensor, by_frequency: bool) -> dict[str, np.ndarray]:
+    """Index columns for a ``[layer · head(, slot)]`` block of values, flattened layer- then head-major."""
+    parts = []
+    for geo in layers:
+        n_slots = geo.n_planes + 1 if by_frequency else 1
+        head_ids = heads.repeat_interleave(n_slots)
+        columns = {"layer": np.full(len(head_ids), geo.layer), "head": head_ids.numpy(),
+                   "kv_head": geo.kv_head_of[head_ids].numpy()}
+        if by_frequency:
+            columns["plane"] = np.tile(np.array(geo.plane_ids), len(heads))
+            columns["theta"] = np.tile(np.array(geo.theta.tolist() + [0.0]), len(heads))
+        parts.append(columns)
+    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
 
 def _frame(parts: list[dict[str, np.ndarray]], columns: list[str]) -> pd.DataFrame:
@@ -292,36 +294,37 @@ class RunningMean:
     def __init__(self, spread: tuple[str, ...] = (), by_frequency: bool = False) -> None:
         self.spread = spread
         self.by_frequency = by_frequency
-        self._sums: dict[tuple[int, int], dict[str, Tensor]] = {}
-        self._meta: dict[tuple[int, int], tuple[LayerGeometry, Tensor]] = {}
+        self._sums: dict[tuple[int, tuple[int, ...]], dict[str, Tensor]] = {}
+        self._meta: dict[tuple[int, tuple[int, ...]], LayerGeometry] = {}
 
     def add(self, item: Measured) -> None:
         """Accumulate one ``Measured``."""
-        key = (item.geometry.layer, int(item.heads[0]))
-        self._meta.setdefault(key, (item.geometry, item.heads))
-        total = self._sums.setdefault(key, {"n": torch.zeros((), dtype=torch.float64)})
-        total["n"] += len(item.prompts)
-        for name, value in item.values.items():
-            total[name] = total.get(name, 0) + value.sum(0)
-            if name in self.spread:
-                total[name + "_sq"] = total.get(name + "_sq", 0) + value.square().sum(0)
+        sums = {name: value.sum(0) for name, value in item.values.items()}
+        sums.update({name + "_sq": item.values[name].square().sum(0) for name in self.spread if name in sums})
+        heads = tuple(item.heads.tolist())
+        for i, geo in enumerate(item.layers):
+            key = (geo.layer, heads)
+            self._meta.setdefault(key, geo)
+            total = self._sums.setdefault(key, {"n": 0})
+            total["n"] += len(item.prompts)
+            for name, value in sums.items():
+                part = value[i * len(heads) : (i + 1) * len(heads)]
+                total[name] = total[name] + part if name in total else part.clone()
 
     def frame(self, columns: list[str]) -> pd.DataFrame:
         """Means (and spreads) in ``columns`` order after the key columns (``n_prompts``: the count),
         sorted by layer and head; planes stay in slot order (1 … F, then 0)."""
         parts = []
         for key in sorted(self._sums):
-            geo, heads = self._meta[key]
-            total = self._sums[key]
+            geo, total = self._meta[key], self._sums[key]
             n = total["n"]
-            part = key_columns(geo, heads, self.by_frequency)
-            size = len(part["head"])
+            part = key_columns([geo], torch.tensor(key[1]), self.by_frequency)
             for name in columns:
                 if name.endswith("_std") and name[:-4] in self.spread:
                     mean = total[name[:-4]] / n
                     part[name] = (total[name[:-4] + "_sq"] / n - mean.square()).clamp_min(0).sqrt().reshape(-1).numpy()
                 elif name == "n_prompts":
-                    part[name] = np.full(size, int(n))
+                    part[name] = np.full(len(part["head"]), n)
                 else:
                     part[name] = (total[name] / n).reshape(-1).numpy()
             parts.append(part)
@@ -333,7 +336,7 @@ def per_prompt_frame(items: Iterator[Measured], columns: list[str], by_frequency
     """One row per (prompt, layer, head[, plane]), in that sort order."""
     parts = []
     for item in items:
-        keys = key_columns(item.geometry, item.heads, by_frequency)
+        keys = key_columns(item.layers, item.heads, by_frequency)
         size = len(keys["head"])
         for g, prompt in enumerate(item.prompts):
             part = {"prompt": np.full(size, prompt), **keys}

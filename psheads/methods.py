@@ -35,27 +35,25 @@ Both built-ins are exact and avoid every |S|³ cost:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
 from psheads import engine, geometry
-from psheads.config import from_known_fields
 from psheads.engine import KeyLogits
-from psheads.prompts import PromptOptions
+from psheads.prompts import PromptConfig, PromptOptions
 
 LABELS = ("positional", "symbolic", "uniform", "mixed")
 _FP64_RESOLUTION = 2.0**-53
 
 
 @dataclass(frozen=True)
-class ScoreConfig:
+class ScoreConfig(PromptConfig):
     """Everything ``score_heads`` computes from (recorded in ``df.attrs["config"]``).
 
     Attributes:
@@ -104,41 +102,6 @@ class ScoreConfig:
                 object.__setattr__(self, name, tuple(int(v) for v in value))
         if not isinstance(self.prompt_options, PromptOptions):
             raise TypeError(f"prompt_options must be a PromptOptions, got {type(self.prompt_options).__name__}.")
-
-    def replace(self, **changes: Any) -> ScoreConfig:
-        """A copy with ``changes``; prompt options (``query``, ``swappable``, ``exclude_bos``,
-        ``prepend_bos``) may be given directly.
-
-        Raises:
-            TypeError: an unknown option (the message lists the valid ones).
-        """
-        prompt_fields = {f.name for f in dataclasses.fields(PromptOptions)}
-        own = {f.name for f in dataclasses.fields(self)}
-        unknown = set(changes) - own - prompt_fields
-        if unknown:
-            raise TypeError(f"Unknown score option(s) {sorted(unknown)}; valid: {sorted(own | prompt_fields)}.")
-        prompt = {k: v for k, v in changes.items() if k in prompt_fields}
-        if prompt:
-            changes = {k: v for k, v in changes.items() if k not in prompt_fields}
-            changes["prompt_options"] = dataclasses.replace(changes.get("prompt_options", self.prompt_options),
-                                                            **prompt)
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict:
-        """Plain-JSON form."""
-        out = asdict(self)
-        for name in ("layers", "heads"):
-            out[name] = list(out[name]) if out[name] is not None else None
-        out["prompt_options"] = self.prompt_options.to_dict()
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ScoreConfig:
-        """Inverse of ``to_dict``; unknown keys are logged and ignored."""
-        data = dict(data)
-        if isinstance(data.get("prompt_options"), dict):
-            data["prompt_options"] = PromptOptions.from_dict(data["prompt_options"])
-        return from_known_fields(cls, data)
 
 
 # --- protocol and registry -------------------------------------------------------------------
@@ -294,31 +257,33 @@ def swap_scores(logits: KeyLogits, block_size: int, tau: float) -> tuple[Float[T
     """
     d_blocks = block_attention(logits, block_size).flatten(0, -2)  # [L, nb]
     threshold = skip_threshold(d_blocks, tau)[:, None]
-    spread = (d_blocks.amax(-1) - d_blocks.amin(-1))[:, None]
+    spread = d_blocks.amax(-1) - d_blocks.amin(-1)
     sums = torch.zeros(3, len(d_blocks), dtype=torch.float64)  # Σ α·cos_pos, Σ α·cos_sym, Σ α
 
-    def add(x: Tensor, y: Tensor, d_i: Tensor, d_j: Tensor, keep: Tensor | None, part: slice = slice(None)) -> None:
-        gap = (d_i - d_j).abs()
-        low, top = (v[part].reshape(-1, *[1] * (gap.ndim - 1)) for v in (threshold, spread))
-        kept = gap >= low if keep is None else keep & (gap >= low)
-        weight = torch.where(kept, ((gap - top) / tau).exp(), 0.0)
-        cos_pos, cos_sym = _pair_cosines(x, y, d_i.expand_as(weight), d_j.expand_as(weight))
-        sums[0, part] += (weight * cos_pos).flatten(1).sum(-1)
-        sums[1, part] += (weight * cos_sym).flatten(1).sum(-1)
-        sums[2, part] += weight.flatten(1).sum(-1)
+    def add(x: Tensor, y: Tensor, d_i: Tensor, d_j: Tensor, lead: Tensor) -> None:
+        """Accumulate pairs: block logits ``x``, ``y`` ``[pair, b]``, masses ``[pair]``, entries ``[pair]``."""
+        weight = (((d_i - d_j).abs() - spread[lead]) / tau).exp()
+        cos_pos, cos_sym = _pair_cosines(x, y, d_i, d_j)
+        for row, value in enumerate((weight * cos_pos, weight * cos_sym, weight)):
+            sums[row].index_add_(0, lead, value)
 
-    if logits.small_matrix is not None:  # every pair (i < j) straight from M, a chunk of entries at a time
+    if logits.small_matrix is not None:  # the pairs that carry weight, straight from M
         pairs = block_pairs(d_blocks.shape[-1])
-        rows, cols = (pairs[:, side, None] * block_size + torch.arange(block_size) for side in (0, 1))
         whole = logits.small_matrix.flatten(0, -3)
-        step = max(1, engine.CHUNK_BYTES // (8 * 16 * block_size * max(1, len(pairs))))
+        offsets = torch.arange(block_size)
+        step = max(1, engine.CHUNK_BYTES // (8 * 8 * max(1, len(pairs))))
         for first in range(0, len(whole), step):
             part = slice(first, first + step)
-            add(whole[part, rows, cols], whole[part, cols, rows], d_blocks[part, pairs[:, 0]],
-                d_blocks[part, pairs[:, 1]], None, part)
+            d_i, d_j = d_blocks[part, pairs[:, 0]], d_blocks[part, pairs[:, 1]]
+            lead, pair = ((d_i - d_j).abs() >= threshold[part]).nonzero(as_tuple=True)
+            rows, cols = (pairs[pair, side, None] * block_size + offsets for side in (0, 1))
+            entry = lead[:, None] + first
+            add(whole[entry, rows, cols], whole[entry, cols, rows], d_i[lead, pair], d_j[lead, pair], lead + first)
     else:
         for x, y, d_i, d_j, keep in _heavy_rows(logits.flat(), d_blocks, threshold[:, 0], block_size):
-            add(_diagonal_blocks(x, block_size), _diagonal_blocks(y, block_size), d_i, d_j, keep)
+            lead, row, col = keep.nonzero(as_tuple=True)
+            x, y = _diagonal_blocks(x, block_size), _diagonal_blocks(y, block_size)  # [L, t, w, b]
+            add(x[lead, row, col], y[lead, row, col], d_i[lead, row, 0], d_j[lead, 0, col], lead)
     return (sums[0] / sums[2]).reshape(logits.lead), (sums[1] / sums[2]).reshape(logits.lead)
 
 

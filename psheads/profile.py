@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,10 +11,9 @@ import torch
 from torch import Tensor
 
 from psheads import engine, schema
-from psheads.config import from_known_fields
 from psheads.engine import KeyLogits
 from psheads.lens import as_lens
-from psheads.prompts import PromptOptions, layer_indices, prepare_prompts
+from psheads.prompts import PromptConfig, PromptOptions, layer_indices, prepare_prompts
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +25,7 @@ USAGE_DEFINITION = (
 
 
 @dataclass(frozen=True)
-class ProfileConfig:
+class ProfileConfig(PromptConfig):
     """Everything ``frequency_profile`` computes from (recorded in the frames' ``attrs``).
 
     Attributes:
@@ -48,33 +46,6 @@ class ProfileConfig:
             object.__setattr__(self, "layers", tuple(int(v) for v in self.layers))
         if not isinstance(self.prompt_options, PromptOptions):
             raise TypeError(f"prompt_options must be a PromptOptions, got {type(self.prompt_options).__name__}.")
-
-    def replace(self, **changes: Any) -> ProfileConfig:
-        """A copy with ``changes``; prompt options may be given directly (TypeError if unknown)."""
-        prompt_fields = {f.name for f in dataclasses.fields(PromptOptions)}
-        own = {f.name for f in dataclasses.fields(self)}
-        unknown = set(changes) - own - prompt_fields
-        if unknown:
-            raise TypeError(f"Unknown profile option(s) {sorted(unknown)}; valid: {sorted(own | prompt_fields)}.")
-        prompt = {k: v for k, v in changes.items() if k in prompt_fields}
-        changes = {k: v for k, v in changes.items() if k not in prompt_fields}
-        if prompt:
-            changes["prompt_options"] = dataclasses.replace(changes.get("prompt_options", self.prompt_options),
-                                                            **prompt)
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict:
-        """Plain-JSON form."""
-        return {"layers": list(self.layers) if self.layers is not None else None, "batch_size": self.batch_size,
-                "prompt_options": self.prompt_options.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ProfileConfig:
-        """Inverse of ``to_dict``; unknown keys are logged and ignored."""
-        data = dict(data)
-        if isinstance(data.get("prompt_options"), dict):
-            data["prompt_options"] = PromptOptions.from_dict(data["prompt_options"])
-        return from_known_fields(cls, data)
 
 
 @dataclass(frozen=True)

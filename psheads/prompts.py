@@ -10,6 +10,7 @@ swappable by default.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -159,6 +160,49 @@ class PromptOptions:
         data = dict(data)
         if isinstance(data.get("swappable"), dict):
             data["swappable"] = slice(*data["swappable"]["slice"])
+        return from_known_fields(cls, data)
+
+
+class PromptConfig:
+    """Shared behaviour of the frozen front-end configs that carry ``prompt_options``."""
+
+    prompt_options: PromptOptions
+
+    def replace(self, **changes: Any) -> Any:
+        """A copy with ``changes``; prompt options (``query``, ``swappable``, ``exclude_bos``,
+        ``prepend_bos``) may be given directly.
+
+        Raises:
+            TypeError: an unknown option (the message lists the valid ones).
+        """
+        prompt_fields = {f.name for f in dataclasses.fields(PromptOptions)}
+        own = {f.name for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        unknown = set(changes) - own - prompt_fields
+        if unknown:
+            raise TypeError(f"Unknown {type(self).__name__} option(s) {sorted(unknown)}; valid: "
+                            f"{sorted(own | prompt_fields)}.")
+        prompt = {k: v for k, v in changes.items() if k in prompt_fields}
+        changes = {k: v for k, v in changes.items() if k not in prompt_fields}
+        if prompt:
+            changes["prompt_options"] = dataclasses.replace(changes.get("prompt_options", self.prompt_options),
+                                                            **prompt)
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+    def to_dict(self) -> dict:
+        """Plain-JSON form."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            out[f.name] = value.to_dict() if isinstance(value, PromptOptions) else (
+                list(value) if isinstance(value, tuple) else value)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Any:
+        """Inverse of ``to_dict``; unknown keys are logged and ignored."""
+        data = dict(data)
+        if isinstance(data.get("prompt_options"), dict):
+            data["prompt_options"] = PromptOptions.from_dict(data["prompt_options"])
         return from_known_fields(cls, data)
 
 

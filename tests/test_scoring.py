@@ -201,7 +201,7 @@ def test_config_is_the_api_and_attrs_rerun_exactly(model_factory, tmp_path) -> N
     saved = pd.read_parquet(path)
     rerun = psheads.score_heads(lens, tokens, psheads.ScoreConfig.from_dict(saved.attrs["config"]))
     pd.testing.assert_frame_equal(rerun, saved)
-    with pytest.raises(TypeError, match=r"Unknown score option\(s\) \['tua'\]; valid: .*'tau'"):
+    with pytest.raises(TypeError, match=r"Unknown ScoreConfig option\(s\) \['tua'\]; valid: .*'tau'"):
         psheads.score_heads(lens, tokens, tua=1e-3)
     with pytest.raises(TypeError, match="prompt_options must be a PromptOptions"):
         psheads.ScoreConfig(prompt_options={"query": 3})
@@ -216,5 +216,5 @@ def test_profile_config(model_factory) -> None:
     assert psheads.ProfileConfig.from_dict(profile.planes.attrs["config"]) == config
     same = psheads.frequency_profile(lens, tokens, layers=[0], exclude_bos=True)
     pd.testing.assert_frame_equal(profile.planes, same.planes)
-    with pytest.raises(TypeError, match="Unknown profile option"):
+    with pytest.raises(TypeError, match="Unknown ProfileConfig option"):
         psheads.frequency_profile(lens, tokens, method="swap")
