@@ -71,6 +71,20 @@ def _tensors(model: torch.nn.Module) -> list[Tensor]:
             for tensors in (module._parameters, module._buffers) for tensor in tensors.values() if tensor is not None]
 
 
+def _hook_last(point: torch.nn.Module, read: Callable[[Tensor], None]) -> list:
+    """Call ``read(output)`` after every other forward hook of ``point``, also hooks added later.
+
+    A pre-hook moves the reader to the end of the module's hook order before each call.
+    Returns the handles to remove.
+    """
+    handle = point.register_forward_hook(lambda module, args, output: read(output))
+
+    def keep_last(module: torch.nn.Module, args: tuple) -> None:
+        module._forward_hooks.move_to_end(handle.id)
+
+    return [handle, point.register_forward_pre_hook(keep_last)]
+
+
 def all_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The model's modules plus those of a bridge's HF model, each once."""
     seen: dict[int, torch.nn.Module] = {}
@@ -256,7 +270,7 @@ class Backend:
         handles: list = []
 
         def recorder(which: str, layer: int, site: HookSite) -> Callable:
-            def hook(tensor: Tensor, hook: Any) -> None:
+            def hook(tensor: Tensor) -> None:
                 live[which][layer] = _upcast(site.to_canonical(tensor))
 
             return hook
@@ -280,7 +294,7 @@ class Backend:
             return hook
 
         def bias_editor(layer: int) -> Callable:
-            def hook(tensor: Tensor, hook: Any) -> None:
+            def hook(tensor: Tensor) -> None:
                 result = on_layer(layer, current(layer, live["k"][layer].shape[1]))
                 if result is not None:
                     edited, original = result
@@ -309,16 +323,18 @@ class Backend:
             with self.table_recorder(layers, live["tables"]) as table_hooks:
                 hooks.extend(table_hooks)
                 for layer in layers:
+                    # q and k are read after every other hook on their hook points, also hooks added
+                    # later (an inner gate or user hook): edits see the q and k the model uses
                     for which in ("q", "k"):
                         site = self.qk_site(layer, which)
-                        hooks.append((site.name, recorder(which, layer, site)))
+                        handles += _hook_last(self.model.hook_dict[site.name], recorder(which, layer, site))
                     if self.pattern_is_live(layer):
                         hooks.append((self.pattern_hook(layer), pattern_editor(layer)))
                     else:
                         if self.layer_spec(layer).softcap is not None:
                             raise ValueError(f"Layer {layer}: logit edits need a live pattern under soft-capping.")
                         handles.append(self.edit_site(layer).register_forward_pre_hook(widen_mask(layer), with_kwargs=True))
-                        hooks.append((self.qk_site(layer, "k").name, bias_editor(layer)))
+                        handles += _hook_last(self.model.hook_dict[self.qk_site(layer, "k").name], bias_editor(layer))
                 with self.model.hooks(fwd_hooks=hooks):
                     yield
         finally:

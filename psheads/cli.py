@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,7 +45,7 @@ def _load(model: str) -> tuple[Any, Any]:
 
 
 def _prompts(args: argparse.Namespace, task: Any) -> Any:
-    from psheads.tasks import get_task
+    from psheads.tasks import checked_batch, get_task
 
     if args.prompts_file:
         lines = [line.strip() for line in Path(args.prompts_file).read_text().splitlines() if line.strip()]
@@ -54,12 +55,24 @@ def _prompts(args: argparse.Namespace, task: Any) -> Any:
     chosen = get_task(args.task) if args.task else task
     if chosen is None:
         raise SystemExit("psheads: pass --task or --prompts-file for a model without a task")
-    return chosen.generate(args.n, seed=args.seed).tokens
+    return checked_batch(chosen, args.n, seed=args.seed).tokens
+
+
+def _check_out(path: str | None) -> None:
+    """Refuse an output file that could not be written, before any work is done."""
+    if path is None:
+        return
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        raise SystemExit(f"psheads: cannot write --out {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise SystemExit(f"psheads: cannot write --out {path}: the folder {folder} is not writable")
 
 
 def _score(args: argparse.Namespace) -> int:
     from psheads.scoring import score_heads
 
+    _check_out(args.out)
     model, task = _load(args.model)
     frame = score_heads(model, _prompts(args, task), method=args.method, block_size=args.block_size,
                         by_frequency=args.by_frequency, prepend_bos=False if args.no_bos else None,
@@ -75,6 +88,7 @@ def _score(args: argparse.Namespace) -> int:
 def _profile(args: argparse.Namespace) -> int:
     from psheads.profile import frequency_profile
 
+    _check_out(args.out)
     model, task = _load(args.model)
     profile = frequency_profile(model, _prompts(args, task), prepend_bos=False if args.no_bos else None,
                                 progress=not args.quiet)
@@ -112,11 +126,12 @@ def _demo_shipped(args: argparse.Namespace) -> int:
     from psheads.lens import RopeLens
     from psheads.profile import frequency_profile
     from psheads.scoring import score_heads
+    from psheads.tasks import checked_batch
 
     for name in zoo.PRETRAINED:
         shipped = zoo.load_pretrained(name)
         lens = RopeLens(shipped.model)
-        prompts = shipped.task.generate(args.prompts, seed=args.seed).tokens
+        prompts = checked_batch(shipped.task, args.prompts, seed=args.seed).tokens
         accuracy = shipped.evaluation.set_index("hops")["accuracy"]
         print(f"\n== {name} task: {lens}")
         print("accuracy of the shipped weights by hops: "

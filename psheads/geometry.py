@@ -319,14 +319,14 @@ def plane_keep_mask(
     mask = torch.ones(layout.d_head, dtype=torch.float64)
     for fid in frequency_ids:
         if not isinstance(fid, int) or isinstance(fid, bool):
-            raise TypeError(f"Frequency IDs must be ints, got {fid!r}.")
+            raise TypeError(f"planes: frequency IDs must be ints, got {fid!r}.")
         if fid == 0:
             mask[layout.rotary_dim :] = 0.0
         elif 1 <= fid <= layout.n_planes:
             mask[layout.dims[fid - 1]] = 0.0
         else:
             raise ValueError(
-                f"Frequency ID {fid} is out of range: this layer has planes 1…{layout.n_planes} "
+                f"planes: frequency ID {fid} is out of range: this layer has planes 1…{layout.n_planes} "
                 "(1 = fastest) and 0 for the unrotated dimensions."
             )
     return mask

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -21,10 +22,10 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from psheads import geometry
+from psheads import geometry, validation
 from psheads.backends import Backend, backend_for
 from psheads.layer import LayerCapture, LayerGeometry, all_query_planes, pattern_error, query_planes
-from psheads.prompts import as_index, check_tokens, layer_index, layer_indices, query_position
+from psheads.prompts import check_tokens, layer_index, layer_indices, query_position
 
 logger = logging.getLogger(__name__)
 
@@ -70,8 +71,9 @@ class RopeLens:
     def __init__(self, model: Any, self_check: bool = True, probe_length: int = 32, seed: int = 0) -> None:
         if isinstance(model, RopeLens):
             raise TypeError("This is already a RopeLens; use it directly.")
-        if not isinstance(probe_length, int) or isinstance(probe_length, bool) or probe_length < 2:
-            raise ValueError(f"probe_length must be an int of at least 2, got {probe_length!r}.")
+        self_check = validation.boolean(self_check, "self_check")
+        probe_length = validation.integer(probe_length, "probe_length", minimum=2)
+        seed = validation.seed(seed)
         self.backend: Backend = backend_for(model)
         self.model = model
         n_pos = min(probe_length, self.backend.n_ctx)
@@ -132,7 +134,7 @@ class RopeLens:
         Returns:
             fp64 ``[batch, head, F + 1, query + 1]``.
         """
-        ((_, planes),) = self.frequency_logits_by_layer(tokens, [layer], query)
+        ((_, planes),) = self.frequency_logits_by_layer(tokens, [self.layer(layer).layer], query)
         return planes
 
     def frequency_logits_by_layer(
@@ -162,6 +164,7 @@ class RopeLens:
             with ``by_frequency``.
         """
         geo, tokens = self.layer(layer), check_tokens(self.backend, tokens)
+        by_frequency = validation.boolean(by_frequency, "by_frequency")
         t = query_position(query, tokens.shape[1])
         capture = self._capture_at(tokens, [geo.layer], t)[geo.layer]
         cos, sin = capture.full_tables
@@ -183,6 +186,11 @@ class RopeLens:
         for geo in self.layers:
             error = pattern_error(geo, captures[geo.layer])
             logger.debug("self-check layer %d: max |Δpattern| = %.3g", geo.layer, error)
+            if not math.isfinite(error):
+                raise SelfCheckError(
+                    f"Layer {geo.layer}: the model's attention on the self-check probe is not finite (inf or NaN), "
+                    f"e.g. an overflow in {self.backend.dtype}; run the model in float32 (model.to(torch.float32))."
+                )
             if not error <= tolerance:
                 raise SelfCheckError(
                     f"Layer {geo.layer}: the per-plane logits do not rebuild the model's attention "
@@ -213,16 +221,19 @@ class RopeLens:
             heads: query heads (or KV heads with ``keys=True``) to gate (default: all).
             keys: gate k on KV heads (shared by all query heads in the group) instead of q.
         """
-        planes = tuple(planes)
-        layers = range(self.n_layers) if layers is None else layer_indices(layers, self.n_layers)
+        planes = validation.integers(planes, "planes", minimum=0)
+        keys = validation.boolean(keys, "keys")
+        layers = layer_indices(layers, self.n_layers)
+        chosen_heads = None if heads is None else validation.integers(heads, "heads")
         fwd_hooks = []
         for layer in layers:
             geo = self.layers[layer]
             n = geo.n_kv_heads if keys else geo.n_heads
-            chosen = range(n) if heads is None else [as_index(h, "head") for h in heads]
+            chosen = range(n) if chosen_heads is None else chosen_heads
             for head in chosen:
                 if not 0 <= head < n:
-                    raise ValueError(f"head {head!r} is out of range: layer {layer} has {n} {'KV ' if keys else ''}heads.")
+                    raise ValueError(f"heads: head {head} is out of range: layer {layer} has {n} "
+                                     f"{'KV ' if keys else ''}heads.")
             head_mask = torch.ones(n, geo.d_head, dtype=torch.float64)
             head_mask[list(chosen)] = geometry.plane_keep_mask(geo.layout, planes)
             site = self.backend.qk_site(layer, "k" if keys else "q")
@@ -249,7 +260,7 @@ class RopeLens:
         """
         from transformer_lens.hook_points import HookPoint
 
-        chosen = range(self.n_layers) if layers is None else layer_indices(layers, self.n_layers)
+        chosen = layer_indices(layers, self.n_layers)
         points = {layer: HookPoint() for layer in chosen}
         names = {layer: f"blocks.{layer}.attn.{PLANE_HOOK}" for layer in chosen}
 
@@ -261,9 +272,13 @@ class RopeLens:
             planes = all_query_planes(self.layers[layer], capture)
             reference = planes.clone()
             edited = point(planes)
+            if not isinstance(edited, Tensor) or edited.shape != reference.shape:
+                got = tuple(edited.shape) if isinstance(edited, Tensor) else type(edited).__name__
+                raise ValueError(f"A hook on {names[layer]} returned {got}; it must return the per-plane logits "
+                                 f"with their shape {tuple(reference.shape)} [batch, head, plane, query, key].")
             if torch.equal(edited, reference):
                 return None
-            return edited.sum(dim=2), reference.sum(dim=2)
+            return edited.double().sum(dim=2), reference.sum(dim=2)
 
         added: list[str] = []
         try:

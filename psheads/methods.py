@@ -44,11 +44,12 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from psheads import engine, geometry
+from psheads import engine, geometry, validation
 from psheads.engine import KeyLogits
 from psheads.prompts import PromptConfig, PromptOptions
 
-LABELS = ("positional", "symbolic", "uniform", "mixed")
+LABELS = ("positional", "symbolic", "uniform", "mixed", "non-finite")
+NONFINITE = ("raise", "nan")
 _FP64_RESOLUTION = 2.0**-53
 
 
@@ -67,6 +68,9 @@ class ScoreConfig(PromptConfig):
         batch_size: prompts per forward pass.
         layers: layers to score (None = all).
         heads: query heads to score (None = all).
+        nonfinite: what to do when a score is not finite (the model produced inf/NaN, e.g. an
+            fp16 overflow): ``"raise"`` a ValueError naming the heads, or keep them as NaN
+            labelled ``"non-finite"`` with a warning (``"nan"``).
         prompt_options: query position, swappable keys and BOS handling.
     """
 
@@ -79,27 +83,27 @@ class ScoreConfig(PromptConfig):
     batch_size: int = 64
     layers: tuple[int, ...] | None = None
     heads: tuple[int, ...] | None = None
+    nonfinite: str = "raise"
     prompt_options: PromptOptions = field(default_factory=PromptOptions)
 
     def __post_init__(self) -> None:
-        if self.method not in _METHODS:
+        if not isinstance(self.method, str) or self.method not in _METHODS:
             raise ValueError(f"method must be one of {score_methods()} (register others with "
                              f"psheads.register_score_method), got {self.method!r}.")
-        if not (isinstance(self.tau, (int, float)) and not isinstance(self.tau, bool) and self.tau > 0):
-            raise ValueError(f"tau must be a positive number, got {self.tau!r}.")
-        if not (isinstance(self.block_size, int) and not isinstance(self.block_size, bool) and self.block_size >= 1):
-            raise ValueError(f"block_size must be a positive int, got {self.block_size!r}.")
-        if not (isinstance(self.gamma, (int, float)) and 0 <= self.gamma < 0.5):
-            raise ValueError(f"gamma must lie in [0, 0.5), got {self.gamma!r}.")
-        if not (isinstance(self.batch_size, int) and not isinstance(self.batch_size, bool) and self.batch_size >= 1):
-            raise ValueError(f"batch_size must be a positive int, got {self.batch_size!r}.")
-        for name in ("by_frequency", "reduce"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}.")
-        for name in ("layers", "heads"):
-            value = getattr(self, name)
-            if value is not None:
-                object.__setattr__(self, name, tuple(int(v) for v in value))
+        normalised = {
+            "tau": validation.number(self.tau, "tau", above=0),
+            "block_size": validation.integer(self.block_size, "block_size", minimum=1),
+            "gamma": validation.number(self.gamma, "gamma", minimum=0, below=0.5),
+            "batch_size": validation.integer(self.batch_size, "batch_size", minimum=1),
+            "by_frequency": validation.boolean(self.by_frequency, "by_frequency"),
+            "reduce": validation.boolean(self.reduce, "reduce"),
+            "layers": None if self.layers is None else validation.integers(self.layers, "layers"),
+            "heads": None if self.heads is None else validation.integers(self.heads, "heads", minimum=0, unique=True),
+        }
+        for name, value in normalised.items():
+            object.__setattr__(self, name, value)
+        if self.nonfinite not in NONFINITE:
+            raise ValueError(f"nonfinite must be one of {NONFINITE}, got {self.nonfinite!r}.")
         if not isinstance(self.prompt_options, PromptOptions):
             raise TypeError(f"prompt_options must be a PromptOptions, got {type(self.prompt_options).__name__}.")
 
@@ -162,7 +166,9 @@ def score_methods() -> tuple[str, ...]:
 
 def label(positional: float, symbolic: float, gamma: float = 0.1) -> str:
     """The labelling rule: pure positional ⇔ s_POS ≥ 1−γ and s_SYM ≤ γ; symbolic the mirror
-    image; uniform ⇔ both ≥ 1−γ; mixed otherwise."""
+    image; uniform ⇔ both ≥ 1−γ; mixed otherwise; non-finite when either score is NaN or ±inf."""
+    if not (math.isfinite(positional) and math.isfinite(symbolic)):
+        return "non-finite"
     high_pos, high_sym = positional >= 1 - gamma, symbolic >= 1 - gamma
     if high_pos and high_sym:
         return "uniform"

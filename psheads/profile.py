@@ -6,11 +6,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor
 
-from psheads import engine, schema
+from psheads import engine, schema, validation
 from psheads.engine import KeyLogits
 from psheads.lens import as_lens
 from psheads.prompts import PromptConfig, PromptOptions, layer_indices, prepare_prompts
@@ -40,10 +41,9 @@ class ProfileConfig(PromptConfig):
     prompt_options: PromptOptions = field(default_factory=PromptOptions)
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.batch_size, int) and not isinstance(self.batch_size, bool) and self.batch_size >= 1):
-            raise ValueError(f"batch_size must be a positive int, got {self.batch_size!r}.")
+        object.__setattr__(self, "batch_size", validation.integer(self.batch_size, "batch_size", minimum=1))
         if self.layers is not None:
-            object.__setattr__(self, "layers", tuple(int(v) for v in self.layers))
+            object.__setattr__(self, "layers", validation.integers(self.layers, "layers"))
         if not isinstance(self.prompt_options, PromptOptions):
             raise TypeError(f"prompt_options must be a PromptOptions, got {type(self.prompt_options).__name__}.")
 
@@ -101,6 +101,11 @@ def frequency_profile(model_or_lens: Any, prompts: Any, config: ProfileConfig | 
         item.values["usage"] = norms / norms.sum(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
         reducer.add(item)
     planes = reducer.frame(["usage"])[schema.PROFILE_PLANES.names]
+    bad = planes.loc[~np.isfinite(planes["usage"].to_numpy()), ["layer", "head"]].drop_duplicates()
+    if len(bad):
+        named = ", ".join(f"L{layer}H{head}" for layer, head in bad.itertuples(index=False))
+        raise ValueError(f"Frequency usage is not finite for {named}: the model produced inf or NaN on these prompts "
+                         "(for example an fp16 overflow); profile it in float32 (model.to(torch.float32)).")
     head_rows = []
     for (layer, head), rows in planes.groupby(["layer", "head"], sort=True):
         rotated = rows[rows["plane"] > 0]

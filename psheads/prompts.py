@@ -11,51 +11,43 @@ swappable by default.
 from __future__ import annotations
 
 import dataclasses
-import operator
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from psheads import validation
 from psheads.backends import Backend
 from psheads.config import from_known_fields
 
 
 # --- index and token validation -------------------------------------------------------------
-def as_index(value: Any, name: str) -> int:
-    """An int from an int-like (Python, numpy or 0-d torch integer); TypeError otherwise."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got a bool.")
-    try:
-        return operator.index(value)
-    except TypeError as err:
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}.") from err
-
-
 def layer_index(layer: Any, n_layers: int) -> int:
     """A layer index in ``0 … n_layers − 1`` (negative counts from the end)."""
-    layer = as_index(layer, "layer")
+    layer = validation.integer(layer, "layer")
     if not -n_layers <= layer < n_layers:
         raise ValueError(f"layer {layer} is out of range for a model with {n_layers} layers.")
     return layer % n_layers
 
 
-def layer_indices(layers: Sequence[Any] | None, n_layers: int) -> list[int]:
-    """Sorted distinct layer indices (None: every layer); ValueError if none is given."""
+def layer_indices(layers: Any, n_layers: int) -> list[int]:
+    """Sorted distinct layer indices from a list of layers (None: every layer)."""
     if layers is None:
         return list(range(n_layers))
-    chosen = sorted({layer_index(layer, n_layers) for layer in layers})
+    chosen = sorted({layer_index(layer, n_layers) for layer in validation.integers(layers, "layers")})
     if not chosen:
-        raise ValueError("No layers requested: pass at least one layer (or None for all).")
+        raise ValueError("No layers requested: layers is empty; pass at least one layer (or None for all).")
     return chosen
 
 
 def query_position(query: Any, n_pos: int) -> int:
     """A query position in ``0 … n_pos − 1`` (negative counts from the end)."""
-    query = as_index(query, "query")
+    query = validation.integer(query, "query")
     if not -n_pos <= query < n_pos:
         raise ValueError(f"query {query} is out of range for sequences of {n_pos} tokens (use 0…{n_pos - 1} or negative).")
     return query % n_pos
@@ -87,6 +79,10 @@ def check_tokens(backend: Backend, tokens: Any) -> Int[Tensor, "batch pos"]:
     limit = backend.max_positions
     if limit is not None and tokens.shape[1] > limit:
         raise ValueError(f"Sequence length {tokens.shape[1]} exceeds the model's context of {limit} tokens.")
+    if tokens.shape[1] > backend.n_ctx:
+        warnings.warn(f"Sequence length {tokens.shape[1]} exceeds the model's context of {backend.n_ctx} tokens: "
+                      "its rotation tables extrapolate there, and the model was not trained at those positions.",
+                      stacklevel=3)
     low, high = int(tokens.min()), int(tokens.max())
     if low < 0 or high >= backend.d_vocab:
         raise ValueError(f"Token ids must lie in [0, {backend.d_vocab}); got {low}…{high}.")
@@ -94,11 +90,11 @@ def check_tokens(backend: Backend, tokens: Any) -> Int[Tensor, "batch pos"]:
 
 
 # --- options --------------------------------------------------------------------------------
-def _positions(value: Any, name: str) -> tuple[int, ...]:
-    try:
-        return tuple(as_index(p, name) for p in value)
-    except TypeError as err:
-        raise TypeError(f"{name} must be a list of ints, got {value!r}.") from err
+def _is_position_list(value: Any) -> bool:
+    """Whether ``value`` is a list of positions rather than one list per prompt."""
+    items = list(value)
+    return all(not isinstance(item, Iterable) or isinstance(item, (str, bytes))
+               or (isinstance(item, Tensor) and item.ndim == 0) for item in items)
 
 
 @dataclass(frozen=True)
@@ -123,23 +119,28 @@ class PromptOptions:
 
     def __post_init__(self) -> None:
         if self.query is not None:
-            if isinstance(self.query, (str, bytes)) or not hasattr(self.query, "__iter__"):
-                object.__setattr__(self, "query", as_index(self.query, "query"))
+            if isinstance(self.query, Iterable) and not isinstance(self.query, (str, bytes)) and not (
+                    isinstance(self.query, Tensor) and self.query.ndim == 0):
+                object.__setattr__(self, "query", validation.integers(self.query, "query"))
             else:
-                object.__setattr__(self, "query", _positions(self.query, "query"))
+                object.__setattr__(self, "query", validation.integer(self.query, "query"))
         swappable = self.swappable
         if swappable is not None and not isinstance(swappable, slice):
-            if isinstance(swappable, (str, bytes)) or not hasattr(swappable, "__iter__"):
+            if isinstance(swappable, (str, bytes)) or not isinstance(swappable, Iterable):
                 raise TypeError(f"swappable must be a slice, a list of positions or one list per prompt, "
-                                f"got {swappable!r}.")
-            items = list(swappable)
-            scalar = all(isinstance(p, Tensor) and p.ndim == 0 or not hasattr(p, "__iter__") for p in items)
-            value = _positions(items, "swappable") if scalar else tuple(_positions(p, "swappable") for p in items)
+                                f"got {type(swappable).__name__} ({swappable!r}).")
+            if _is_position_list(swappable):
+                value: Any = validation.integers(swappable, "swappable")
+            else:
+                value = tuple(validation.integers(item, "swappable") for item in swappable)
             object.__setattr__(self, "swappable", value)
+        elif isinstance(swappable, slice):
+            for part in ("start", "stop", "step"):
+                bound = getattr(swappable, part)
+                if bound is not None:
+                    validation.integer(bound, f"swappable.{part}")
         for name in ("exclude_bos", "prepend_bos"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, bool):
-                raise TypeError(f"{name} must be True, False or None, got {value!r}.")
+            object.__setattr__(self, name, validation.optional_boolean(getattr(self, name), name))
 
     def to_dict(self) -> dict:
         """Plain-JSON form (a slice becomes ``{"slice": [start, stop, step]}``)."""
@@ -305,9 +306,11 @@ def tokenize(backend: Backend, prompts: Any, prepend_bos: bool | None = None) ->
     came as one, else a list of 1-D LongTensors."""
     if isinstance(prompts, str):
         raise TypeError("prompts must be a list of strings (or token ids), not one string: wrap it in a list.")
+    if isinstance(prompts, np.ndarray):
+        prompts = torch.as_tensor(prompts)
     if isinstance(prompts, Tensor):
-        if prompts.dtype.is_floating_point or prompts.dtype == torch.bool:
-            raise TypeError(f"Token tensors must hold integer ids, got dtype {prompts.dtype}.")
+        if prompts.dtype.is_floating_point or prompts.dtype.is_complex or prompts.dtype == torch.bool:
+            raise TypeError(f"prompts: token tensors must hold integer ids, got dtype {prompts.dtype}.")
         if prompts.ndim not in (1, 2):
             raise ValueError(f"A token tensor must be [n_prompts, pos] or [pos], got shape {tuple(prompts.shape)}.")
         if prompts.numel() == 0:
@@ -322,19 +325,30 @@ def tokenize(backend: Backend, prompts: Any, prepend_bos: bool | None = None) ->
     if len(prompts) == 0:
         raise ValueError("No prompts given: pass at least one prompt.")
     out = []
+    unknown = []
+    unk_id = getattr(backend.tokenizer, "unk_token_id", None) if backend.tokenizer is not None else None
     for index, row in enumerate(prompts):
         if isinstance(row, str):
             if backend.tokenizer is None:
                 raise ValueError("This model has no tokenizer: pass token ids instead of strings.")
-            row = backend.to_tokens(row, prepend_bos)
+            text, row = row, backend.to_tokens(row, prepend_bos)
+            if unk_id is not None and unk_id in backend.tokenizer(text, add_special_tokens=False)["input_ids"]:
+                unknown.append(index)
         elif not isinstance(row, Tensor):
             try:
-                row = torch.tensor(list(row), dtype=torch.long)
-            except (TypeError, ValueError) as err:
-                raise TypeError(f"Prompt {index} is neither a string nor a sequence of token ids.") from err
+                row = torch.as_tensor(row if isinstance(row, np.ndarray) else list(row))
+            except (TypeError, ValueError, RuntimeError) as err:
+                raise TypeError(f"prompts: prompt {index} is neither a string nor a sequence of token ids.") from err
+        if row.dtype.is_floating_point or row.dtype.is_complex or row.dtype == torch.bool:
+            raise TypeError(f"prompts: prompt {index} must hold integer token ids, got dtype {row.dtype}.")
         if row.ndim != 1 or row.numel() == 0:
             raise ValueError(f"Prompt {index} is empty or not one sequence (shape {tuple(row.shape)}).")
         out.append(check_tokens(backend, row)[0].cpu())
+    if unknown:
+        warnings.warn(
+            f"Prompts {unknown[:10]}{' …' if len(unknown) > 10 else ''} contain words outside the model's vocabulary, "
+            "which became its unknown token. For a task model, write the task's own words separated by spaces "
+            "(e.g. task.generate(1).text[0]), or pass token ids.", stacklevel=3)
     return out
 
 

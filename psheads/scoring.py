@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import functools
 import logging
+import warnings
 from importlib import metadata
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import torch
 from torch import Tensor
 
-from psheads import engine, schema
+from psheads import engine, schema, validation
 from psheads.engine import KeyLogits
 from psheads.lens import as_lens
 from psheads.methods import (
@@ -92,7 +95,8 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
         n_heads = min(lens.layers[layer].n_heads for layer in chosen)
         bad = [h for h in config.heads if not 0 <= h < n_heads]
         if bad or not config.heads:
-            raise ValueError(f"heads {list(config.heads)} must be a non-empty list of heads in 0…{n_heads - 1}.")
+            raise ValueError(f"heads {list(config.heads)} must be a non-empty list of distinct heads in "
+                             f"0…{n_heads - 1}.")
     prepared = prepare_prompts(lens.backend, prompts, config.prompt_options)
     minimum = method.min_swappable(config)
     items = engine.run(lens, prepared, functools.partial(_measure, method, config), layers=chosen,
@@ -111,6 +115,7 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
     else:
         frame = engine.per_prompt_frame(items, [*schema.SCORE_SPREAD, *extra, "entropy"], config.by_frequency)
     frame["label"] = [label(p, s, config.gamma) for p, s in zip(frame["positional"], frame["symbolic"])]
+    _check_finite(frame, [*method.columns, "entropy"], config.nonfinite)
     frame.attrs.update({
         "config": config.to_dict(),
         "model": lens.backend.model_name,
@@ -120,6 +125,38 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
         "versions": versions(),
     })
     return frame
+
+
+def _one_prompt(prompt: Any) -> list:
+    """``[prompt]`` for one prompt; a clear error for several."""
+    if isinstance(prompt, np.ndarray):
+        prompt = torch.as_tensor(prompt)
+    if isinstance(prompt, Tensor) and prompt.ndim == 2:
+        if prompt.shape[0] != 1:
+            raise ValueError(f"prompt: swap_attention takes one prompt, got a batch of {prompt.shape[0]}; "
+                             "pass one row, e.g. tokens[0].")
+        return [prompt[0]]
+    if isinstance(prompt, (list, tuple)) and prompt and all(
+            isinstance(item, (str, list, tuple, Tensor, np.ndarray)) and not (isinstance(item, Tensor) and item.ndim == 0)
+            for item in prompt):
+        raise ValueError(f"prompt: swap_attention takes one prompt, got a list of {len(prompt)}; pass one of them.")
+    return [prompt]
+
+
+def _check_finite(frame: pd.DataFrame, columns: list[str], nonfinite: str) -> None:
+    """Raise (or warn) when scores are not finite, naming the heads."""
+    finite = np.isfinite(frame[columns].to_numpy(dtype=float)).all(axis=1)
+    if finite.all():
+        return
+    keys = [name for name in ("layer", "head", "plane") if name in frame.columns]
+    bad = sorted({tuple(int(v) for v in row) for row in frame.loc[~finite, keys].itertuples(index=False)})
+    named = ", ".join("L{}H{}".format(*row[:2]) + (f" plane {row[2]}" if len(row) > 2 else "") for row in bad[:12])
+    more = f" and {len(bad) - 12} more" if len(bad) > 12 else ""
+    message = (f"Scores are not finite for {len(bad)} head(s): {named}{more}. The model produced inf or NaN on "
+               "these prompts (for example an fp16 overflow); score it in float32 (model.to(torch.float32)).")
+    if nonfinite == "raise":
+        raise ValueError(message + " Pass nonfinite='nan' to keep them as NaN, labelled 'non-finite'.")
+    warnings.warn(message + " They are kept as NaN and labelled 'non-finite'.", stacklevel=3)
 
 
 def swap_attention(model_or_lens: Any, prompt: Any, layer: int, head: int, config: ScoreConfig | None = None,
@@ -142,20 +179,14 @@ def swap_attention(model_or_lens: Any, prompt: Any, layer: int, head: int, confi
         ``cos_symbolic``. ``attrs`` holds ``positional`` and ``symbolic`` (the head's scores on
         this prompt).
     """
+    head = validation.integer(head, "head")
     config = (config or ScoreConfig()).replace(heads=(head,), **options)
     lens = as_lens(model_or_lens)
     geo = lens.layer(layer)
-    if not isinstance(head, int) or isinstance(head, bool) or not 0 <= head < geo.n_heads:
-        raise ValueError(f"head {head!r} is out of range: layer {geo.layer} has {geo.n_heads} heads.")
-    if isinstance(prompt, str) or (isinstance(prompt, Tensor) and prompt.ndim == 1):
-        prompts = [prompt]
-    elif isinstance(prompt, Tensor):
-        prompts = prompt
-    else:
-        prompts = [prompt]
+    if not 0 <= head < geo.n_heads:
+        raise ValueError(f"head {head} is out of range: layer {geo.layer} has {geo.n_heads} heads.")
+    prompts = _one_prompt(prompt)
     prepared = prepare_prompts(lens.backend, prompts, config.prompt_options)
-    if len(prepared) != 1:
-        raise ValueError(f"swap_attention takes one prompt, got {len(prepared)}.")
     details = []
 
     def measure(logits: KeyLogits) -> dict[str, Tensor]:

@@ -64,3 +64,27 @@ def test_errors_exit_cleanly(capsys, tmp_path) -> None:
     directory = helpers.save_tiny("gptj", tmp_path / "m")
     assert cli.main(["score", str(directory), "--task", "number", "--n", "4", "--quiet"]) == 2
     assert "Token ids must lie" in capsys.readouterr().err
+
+
+def test_out_into_a_missing_folder_fails_before_any_work(monkeypatch, tmp_path) -> None:
+    calls = {"load": 0}
+    real_load = cli._load
+
+    def counting_load(model):
+        calls["load"] += 1
+        return real_load(model)
+
+    monkeypatch.setattr(cli, "_load", counting_load)
+    missing = tmp_path / "nope" / "scores.csv"
+    for command in ("score", "profile"):
+        with pytest.raises(SystemExit, match=r"cannot write --out .*the folder .*nope does not exist"):
+            cli.main([command, "number", "--n", "4", "--out", str(missing), "--quiet"])
+    assert calls["load"] == 0
+
+
+@pytest.mark.skipif(not SHIPPED, reason="the trained models are not shipped in this checkout")
+def test_text_outside_a_task_vocabulary_warns(tmp_path) -> None:
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("The cat sat on the mat\n")
+    with pytest.warns(UserWarning, match="outside the model's vocabulary.*task's own words"):
+        assert cli.main(["score", "number", "--prompts-file", str(prompts), "--quiet"]) == 0

@@ -60,7 +60,7 @@ def test_gating_removes_hooks_on_error(model_factory) -> None:
 
 def test_gating_validates(model_factory) -> None:
     lens = psheads.RopeLens(model_factory("llama"))
-    with pytest.raises(ValueError, match="Frequency ID 9 is out of range"):
+    with pytest.raises(ValueError, match="planes: frequency ID 9 is out of range"):
         with lens.gate([9]):
             pass
     with pytest.raises(ValueError, match="head 4 is out of range"):

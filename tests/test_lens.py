@@ -245,7 +245,7 @@ def test_int_like_arguments_and_empty_layer_lists(model_factory) -> None:
         lens.frequency_logits(tokens, 1.0)
     with pytest.raises(ValueError, match="No layers"):
         list(lens.frequency_logits_by_layer(tokens, layers=[]))
-    with pytest.raises(ValueError, match="probe_length"):
+    with pytest.raises(TypeError, match="probe_length"):
         psheads.RopeLens(lens.model, probe_length=2.5)
 
 

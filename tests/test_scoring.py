@@ -218,3 +218,35 @@ def test_profile_config(model_factory) -> None:
     pd.testing.assert_frame_equal(profile.planes, same.planes)
     with pytest.raises(TypeError, match="Unknown ProfileConfig option"):
         psheads.frequency_profile(lens, tokens, method="swap")
+
+
+def test_non_finite_activations_are_never_labelled_silently(model_factory) -> None:
+    """An overflow (here: inf written into layer 1's keys at one position) must raise or be flagged."""
+    import warnings
+
+    model = model_factory("llama")
+    lens = psheads.RopeLens(model)
+    tokens = torch.randint(0, 64, (3, 9))
+    site = lens.backend.qk_site(1, "k")
+
+    def overflow(tensor, hook):
+        canonical = site.to_canonical(tensor).clone()
+        canonical[0, 4, 1] = float("inf")  # prompt 0, key 4, KV head 1
+        return site.from_canonical(canonical, tensor)
+
+    with model.hooks(fwd_hooks=[(site.name, overflow)]):
+        with pytest.raises(ValueError, match=r"Scores are not finite for 2 head\(s\): L1H2, L1H3"):
+            psheads.score_heads(lens, tokens)
+        with pytest.warns(UserWarning, match="kept as NaN and labelled 'non-finite'"):
+            frame = psheads.score_heads(lens, tokens, nonfinite="nan")
+        with pytest.raises(ValueError, match="Frequency usage is not finite for L1H2, L1H3"):
+            psheads.frequency_profile(lens, tokens)
+        with pytest.raises(psheads.SelfCheckError, match="Layer 1: .* not finite"):
+            psheads.RopeLens(model, probe_length=8)
+    flagged = frame[frame["label"] == "non-finite"]
+    assert sorted(zip(flagged["layer"], flagged["head"])) == [(1, 2), (1, 3)]
+    assert flagged["positional"].isna().all() and not frame.loc[frame["layer"] == 0, "positional"].isna().any()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clean = psheads.score_heads(lens, tokens)  # without the overflow: no warning, nothing flagged
+    assert "non-finite" not in set(clean["label"])

@@ -86,7 +86,7 @@ def test_invalid_configurations() -> None:
         NumberTask(max_int=10)
     with pytest.raises(ValueError, match="n_letters"):
         LetterTask(n_letters=4)
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="n must be at least 1"):
         NumberTask().generate(0)
 
 

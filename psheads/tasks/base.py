@@ -12,6 +12,8 @@ from jaxtyping import Int
 from tokenizers import Tokenizer, models, pre_tokenizers
 from torch import Tensor
 
+from psheads import validation
+
 UNKNOWN = "<unk>"
 BOS = "<bos>"
 
@@ -54,6 +56,31 @@ class Task(Protocol):
     def generate(self, n: int, seed: int = 0) -> TaskBatch:
         """``n`` prompts, deterministic in ``seed``."""
         ...
+
+
+def checked_batch(task: Task, n: int, seed: int = 0) -> TaskBatch:
+    """``task.generate(n, seed)``, checked: a ``TaskBatch`` of ``n`` prompts whose parts agree.
+
+    Raises:
+        TypeError: ``n`` or ``seed`` is not an int, or the task returned something else.
+        ValueError: ``n < 1``, a negative seed, or parts whose lengths or dtypes disagree.
+    """
+    n, seed = validation.integer(n, "n", minimum=1), validation.seed(seed)
+    batch = task.generate(n, seed=seed)
+    name = getattr(task, "name", type(task).__name__)
+    if not isinstance(batch, TaskBatch):
+        raise TypeError(f"Task {name!r}: generate returned {type(batch).__name__}, not a psheads.tasks.TaskBatch.")
+    tensors = {"tokens": batch.tokens, "answers": batch.answers, "hops": batch.hops,
+               "answer_positions": batch.answer_positions}
+    for part, value in tensors.items():
+        if not isinstance(value, Tensor) or value.dtype != torch.long:
+            raise ValueError(f"Task {name!r}: TaskBatch.{part} must be a LongTensor, got "
+                             f"{getattr(value, 'dtype', type(value).__name__)}.")
+    if batch.tokens.ndim != 2 or any(value.shape != (n,) for part, value in tensors.items() if part != "tokens") \
+            or batch.tokens.shape[0] != n or len(batch.text) != n or len(batch.answer_text) != n:
+        raise ValueError(f"Task {name!r}: generate({n}) returned parts of other sizes (tokens "
+                         f"{tuple(batch.tokens.shape)}, answers {tuple(batch.answers.shape)}).")
+    return batch
 
 
 def word_tokenizer(words: list[str]) -> transformers.PreTrainedTokenizerFast:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from psheads import validation
 from psheads.tasks.base import TaskBatch, balanced, register_task, to_text
 
 
@@ -59,9 +60,8 @@ class _MultiHopTask:
 
     def generate(self, n: int, seed: int = 0) -> TaskBatch:
         """``n`` prompts of ``extra_target + n_target + n_pre + 1`` tokens, deterministic in ``seed``."""
-        if not isinstance(n, int) or n < 1:
-            raise ValueError(f"n must be a positive int, got {n!r}.")
-        generator = torch.Generator().manual_seed(seed)
+        n = validation.integer(n, "n", minimum=1)
+        generator = torch.Generator().manual_seed(validation.seed(seed))
         offset = self.extra_target
         first_pre = offset + self.n_target
         query = first_pre + self.n_pre
