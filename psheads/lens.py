@@ -224,7 +224,7 @@ class RopeLens:
         planes = validation.integers(planes, "planes", minimum=0)
         keys = validation.boolean(keys, "keys")
         layers = layer_indices(layers, self.n_layers)
-        chosen_heads = None if heads is None else validation.integers(heads, "heads")
+        chosen_heads = None if heads is None else validation.integers(heads, "heads", unique=True)
         fwd_hooks = []
         for layer in layers:
             geo = self.layers[layer]

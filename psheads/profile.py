@@ -85,7 +85,10 @@ def frequency_profile(model_or_lens: Any, prompts: Any, config: ProfileConfig | 
     Returns:
         The ``FrequencyProfile``; the usage definition and config are in each frame's ``attrs``.
     """
+    if config is not None and not isinstance(config, ProfileConfig):
+        raise TypeError(f"config must be a psheads.ProfileConfig, got {type(config).__name__}.")
     config = (config or ProfileConfig()).replace(**options)
+    progress = validation.optional_boolean(progress, "progress")
     lens = as_lens(model_or_lens)
     chosen = layer_indices(config.layers, lens.n_layers)
     prepared = prepare_prompts(lens.backend, prompts, config.prompt_options)

@@ -58,6 +58,7 @@ def check_tokens(backend: Backend, tokens: Any) -> Int[Tensor, "batch pos"]:
     if isinstance(tokens, (list, tuple)):
         if len(tokens) == 0:
             raise ValueError("tokens is empty: pass at least one token sequence.")
+        validation.no_bools(tokens, "tokens")
         try:
             tokens = torch.tensor(tokens)
         except (ValueError, TypeError) as err:
@@ -126,7 +127,8 @@ class PromptOptions:
                 object.__setattr__(self, "query", validation.integer(self.query, "query"))
         swappable = self.swappable
         if swappable is not None and not isinstance(swappable, slice):
-            if isinstance(swappable, (str, bytes)) or not isinstance(swappable, Iterable):
+            if isinstance(swappable, (str, bytes)) or not isinstance(swappable, Iterable) or (
+                    isinstance(swappable, (Tensor, np.ndarray)) and swappable.ndim == 0):
                 raise TypeError(f"swappable must be a slice, a list of positions or one list per prompt, "
                                 f"got {type(swappable).__name__} ({swappable!r}).")
             if _is_position_list(swappable):
@@ -139,6 +141,8 @@ class PromptOptions:
                 bound = getattr(swappable, part)
                 if bound is not None:
                     validation.integer(bound, f"swappable.{part}")
+            if swappable.step == 0:
+                raise ValueError("swappable.step must not be zero.")
         for name in ("exclude_bos", "prepend_bos"):
             object.__setattr__(self, name, validation.optional_boolean(getattr(self, name), name))
 
@@ -335,6 +339,8 @@ def tokenize(backend: Backend, prompts: Any, prepend_bos: bool | None = None) ->
             if unk_id is not None and unk_id in backend.tokenizer(text, add_special_tokens=False)["input_ids"]:
                 unknown.append(index)
         elif not isinstance(row, Tensor):
+            if isinstance(row, (list, tuple)):
+                validation.no_bools(row, f"prompts: prompt {index}")
             try:
                 row = torch.as_tensor(row if isinstance(row, np.ndarray) else list(row))
             except (TypeError, ValueError, RuntimeError) as err:

@@ -87,7 +87,8 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
         config (``ScoreConfig.from_dict(df.attrs["config"])`` re-runs it), model, backend, dtype
         and versions.
     """
-    config = (config or ScoreConfig()).replace(**options)
+    config = _config(config).replace(**options)
+    progress = validation.optional_boolean(progress, "progress")
     method = get_score_method(config.method)
     lens = as_lens(model_or_lens)
     chosen = layer_indices(config.layers, lens.n_layers)
@@ -125,6 +126,14 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
         "versions": versions(),
     })
     return frame
+
+
+def _config(config: Any) -> ScoreConfig:
+    if config is None:
+        return ScoreConfig()
+    if not isinstance(config, ScoreConfig):
+        raise TypeError(f"config must be a psheads.ScoreConfig, got {type(config).__name__}.")
+    return config
 
 
 def _one_prompt(prompt: Any) -> list:
@@ -180,7 +189,7 @@ def swap_attention(model_or_lens: Any, prompt: Any, layer: int, head: int, confi
         this prompt).
     """
     head = validation.integer(head, "head")
-    config = (config or ScoreConfig()).replace(heads=(head,), **options)
+    config = _config(config).replace(heads=(head,), **options)
     lens = as_lens(model_or_lens)
     geo = lens.layer(layer)
     if not 0 <= head < geo.n_heads:

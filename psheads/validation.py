@@ -77,7 +77,10 @@ def number(value: Any, name: str, minimum: float | None = None, maximum: float |
     scalar = _scalar(value)
     if not isinstance(scalar, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} ({value!r}).")
-    result = float(scalar)
+    try:
+        result = float(scalar)
+    except OverflowError:
+        raise ValueError(f"{name} must be finite, got an integer too large for a float.") from None
     if not math.isfinite(result):
         raise ValueError(f"{name} must be finite, got {result}.")
     if minimum is not None and result < minimum:
@@ -121,6 +124,18 @@ def integers(values: Any, name: str, minimum: int | None = None, maximum: int | 
         repeated = sorted({item for item in result if result.count(item) > 1})
         raise ValueError(f"{name} must not repeat items, got {repeated} more than once.")
     return result
+
+
+def no_bools(values: Any, name: str) -> None:
+    """Refuse Python or numpy bools anywhere in a (nested) list of token ids: torch would read
+    them as 0 and 1."""
+    stack = [values]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (bool, np.bool_)):
+            raise TypeError(f"{name} must hold integer token ids, got a bool ({item!r}).")
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
 
 
 def seed(value: Any, name: str = "seed") -> int:

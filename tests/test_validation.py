@@ -58,8 +58,10 @@ def test_score_options_are_validated_with_their_names(model_factory) -> None:
         psheads.score_heads(lens, [[1, 2.5, 3, 4]])
     with pytest.raises(TypeError, match="token tensors must hold integer ids"):
         psheads.score_heads(lens, torch.rand(2, 5))
-    with pytest.raises(TypeError, match="prompt 0 must hold integer token ids, got dtype torch.bool"):
-        psheads.score_heads(lens, [[True, False, True]])
+    with pytest.raises(TypeError, match=r"prompt 0 must hold integer token ids, got a bool \(True\)"):
+        psheads.score_heads(lens, [[1, True, 3]])  # torch alone would read True as token 1
+    with pytest.raises(TypeError, match="tokens must hold integer token ids, got a bool"):
+        lens.frequency_logits([[1, True, 3]], 0)
 
 
 def test_swap_attention_and_lens_arguments(model_factory) -> None:

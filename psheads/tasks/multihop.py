@@ -10,6 +10,7 @@ generalization): they never shift a relative hop (number) nor create a second ma
 
 from __future__ import annotations
 
+import dataclasses
 import string
 from dataclasses import dataclass, field
 
@@ -37,6 +38,9 @@ class _MultiHopTask:
     extra_target: int = 0
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # the counts; not the name
+            if f.type in ("int", int):
+                object.__setattr__(self, f.name, validation.integer(getattr(self, f.name), f.name))
         if self.n_target < 1 or self.n_pre < 0 or self.extra_target < 0:
             raise ValueError("n_target must be ≥ 1 and n_pre, extra_target ≥ 0.")
         if not 1 <= self.min_hops <= self.max_hops:
