@@ -66,7 +66,12 @@ def number(value: Any, name: str, minimum: float | None = None, maximum: float |
     """A finite ``float`` from a Python, numpy or 0-d torch real number (bools refused).
 
     Args:
-        minimum, maximum: inclusive bounds. above, below: exclusive bounds.
+        value: the argument.
+        name: its name, for the message.
+        minimum: inclusive lower bound.
+        maximum: inclusive upper bound.
+        above: exclusive lower bound.
+        below: exclusive upper bound.
 
     Raises:
         TypeError: not a real number.

@@ -38,13 +38,18 @@ def gptj_config(vocab_size: int, **overrides: Any) -> transformers.GPTJConfig:
 def boot_local(directory: str | Path, dtype: torch.dtype = torch.float32, device: str = "cpu") -> Any:
     """Boot a local Hugging Face model directory as a TransformerBridge (no network needed).
 
-    Set ``HF_HUB_OFFLINE=1`` before importing transformers to forbid any hub lookup.
+    Only safetensors weights are accepted, so loading never unpickles anything. Set
+    ``HF_HUB_OFFLINE=1`` before importing transformers to forbid any hub lookup.
     """
     from transformer_lens.model_bridge import TransformerBridge
 
     directory = Path(directory)
     if not (directory / "config.json").is_file():
         raise ValueError(f"{directory} is not a Hugging Face model directory (no config.json).")
+    if not any(directory.glob("*.safetensors")):
+        raise ValueError(f"{directory} holds no .safetensors weights. psheads loads only safetensors (no file it "
+                         "reads can run code): convert the weights with model.save_pretrained(dir, "
+                         "safe_serialization=True), or boot the model yourself if you trust the files.")
     return TransformerBridge.boot_transformers(str(directory), device=device, dtype=dtype)
 
 
@@ -115,7 +120,7 @@ def load_pretrained(name: str, dtype: torch.dtype = torch.float32, device: str =
 def export_checkpoint(checkpoint: str | Path, destination: str | Path, dtype: torch.dtype = torch.float16) -> Path:
     """Copy a training checkpoint as a lean HF directory (weights cast to ``dtype``, no optimizer)."""
     checkpoint, destination = Path(checkpoint), Path(destination)
-    model = transformers.GPTJForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).to(dtype)
+    model = transformers.GPTJForCausalLM.from_pretrained(checkpoint, dtype=torch.float32, use_safetensors=True).to(dtype)
     destination.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(destination, safe_serialization=True)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "training_config.json"):

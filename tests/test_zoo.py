@@ -33,3 +33,21 @@ def test_shipped_size_budget() -> None:
 def test_unknown_name() -> None:
     with pytest.raises(ValueError, match="Unknown pretrained model"):
         zoo.load_pretrained("nope")
+
+
+def test_boot_local_loads_only_safetensors(tmp_path) -> None:
+    import pytest
+    import torch
+    import transformers
+
+    from tests import helpers
+
+    directory = tmp_path / "m"
+    model = transformers.AutoModelForCausalLM.from_config(helpers.hf_config("llama"))
+    model.save_pretrained(directory)
+    for weights in directory.glob("*.safetensors"):  # the old pickled layout instead
+        weights.unlink()
+    torch.save(model.state_dict(), directory / "pytorch_model.bin")
+    helpers.save_word_tokenizer(directory)
+    with pytest.raises(ValueError, match="holds no .safetensors weights"):
+        zoo.boot_local(directory)
