@@ -98,89 +98,11 @@ def boot_bridge(directory: Path, dtype: torch.dtype = torch.float32) -> Any:
     return TransformerBridge.boot_transformers(str(directory), device="cpu", dtype=dtype)
 
 
-_GEMMA_ARCHITECTURES = ("GemmaForCausalLM", "Gemma2ForCausalLM")
-
-
-def _rope_theta(hf_config: transformers.PretrainedConfig) -> float:
-    params = getattr(hf_config, "rope_parameters", None) or {}
-    theta = params.get("rope_theta") if isinstance(params, dict) else None
-    return float(theta if theta is not None else getattr(hf_config, "rope_theta", 10000.0))
-
-
-def _gemma_hooked_config(directory: Path, hf_config: transformers.PretrainedConfig) -> dict:
-    """A HookedTransformerConfig dict for a local Gemma / Gemma-2 directory.
-
-    TransformerLens 3.9 only knows Gemma configs by official hub name (its ``google/gemma-2b``,
-    ``google/gemma-2-2b`` … templates) and ``convert_hf_model_config(local_dir)`` raises
-    NotImplementedError for them, so mirror those templates from the saved HF config.
-    """
-    architecture = hf_config.architectures[0]
-    n_heads = hf_config.num_attention_heads
-    d_head = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // n_heads
-    cfg = {
-        "d_model": hf_config.hidden_size,
-        "d_head": d_head,
-        "n_heads": n_heads,
-        "n_key_value_heads": hf_config.num_key_value_heads,
-        "d_mlp": hf_config.intermediate_size,
-        "n_layers": hf_config.num_hidden_layers,
-        "n_ctx": hf_config.max_position_embeddings,
-        "eps": hf_config.rms_norm_eps,
-        "d_vocab": hf_config.vocab_size,
-        # HF maps Gemma-1's legacy "gelu" to the tanh approximation; follow HF, not TL's template
-        "act_fn": getattr(hf_config, "hidden_activation", None) or hf_config.hidden_act,
-        "initializer_range": hf_config.initializer_range,
-        "normalization_type": "RMS",
-        "rotary_base": _rope_theta(hf_config),
-        "rotary_dim": d_head,
-        "positional_embedding_type": "rotary",
-        "use_attn_scale": True,
-        "gated_mlp": True,
-        "final_rms": True,
-        # sqrt(d_model) embedding scaling is folded into embed.W_E by convert_gemma_weights
-        "original_architecture": architecture,
-        "tokenizer_name": str(directory),
-        "model_name": Path(directory).name,
-        "init_weights": False,
-    }
-    if architecture == "Gemma2ForCausalLM":
-        layer_types = getattr(hf_config, "layer_types", None) or [
-            "sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(hf_config.num_hidden_layers)
-        ]
-        sliding = hf_config.sliding_window is not None and "sliding_attention" in layer_types
-        cfg.update(
-            # HF scales q by query_pre_attn_scalar**-0.5; TL divides scores by attn_scale
-            attn_scale=float(hf_config.query_pre_attn_scalar) ** 0.5,
-            use_local_attn=sliding,
-            window_size=hf_config.sliding_window if sliding else None,
-            attn_types=["local" if t == "sliding_attention" else "global" for t in layer_types] if sliding else None,
-            use_normalization_before_and_after=True,
-        )
-        if hf_config.attn_logit_softcapping is not None:
-            cfg["attn_scores_soft_cap"] = float(hf_config.attn_logit_softcapping)
-        if hf_config.final_logit_softcapping is not None:
-            cfg["output_logits_soft_cap"] = float(hf_config.final_logit_softcapping)
-    return cfg
-
-
 def boot_hooked(directory: Path, dtype: torch.dtype = torch.float32) -> Any:
     """Build a HookedTransformer (TransformerLens 3.x) from a local HF directory, offline."""
-    from transformer_lens import HookedTransformer, HookedTransformerConfig
-    from transformer_lens import loading_from_pretrained as loading
+    from psheads import zoo
 
-    hf_model = transformers.AutoModelForCausalLM.from_pretrained(directory)
-    if hf_model.config.architectures[0] in _GEMMA_ARCHITECTURES:
-        cfg_dict = _gemma_hooked_config(directory, hf_model.config)
-    else:
-        cfg_dict = loading.convert_hf_model_config(str(directory))
-    cfg = HookedTransformerConfig(**cfg_dict, dtype=dtype)
-    state = loading.get_pretrained_state_dict(str(directory), cfg, hf_model=hf_model)
-    model = HookedTransformer(cfg)
-    model.load_and_process_state_dict(
-        state, fold_ln=False, center_writing_weights=False, center_unembed=False,
-        fold_value_biases=False, refactor_factored_attn_matrices=False,
-    )
-    return model.to(dtype).eval()
+    return zoo.boot_local(directory, dtype=dtype, backend="hooked")
 
 
 def has_hooked_transformer() -> bool:
