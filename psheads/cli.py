@@ -117,8 +117,45 @@ def _demo(args: argparse.Namespace) -> int:
     from psheads import zoo
 
     if all((zoo.PRETRAINED_DIR / name / "config.json").exists() for name in zoo.PRETRAINED):
-        return _demo_shipped(args)
-    return _demo_random(args)
+        code = _demo_shipped(args)
+    else:
+        code = _demo_random(args)
+    return code if args.no_llm else _demo_llm(args)
+
+
+DEMO_TEXT = (
+    "A head acts positionally when its attention depends on where a token stands, and symbolically when it "
+    "depends on what the token is. Rotary position embeddings give every head a bank of two-dimensional planes "
+    "that turn at different speeds as the position grows. Fast planes tell neighbours apart; slow planes barely "
+    "move, so they carry the identity of a word over long distances. Which planes a head uses goes a long way "
+    "towards explaining which of the two behaviours it shows, and this demo measures both on a real model."
+)
+"""Natural text for the demo's LLM part (our own words)."""
+
+
+def _demo_llm(args: argparse.Namespace) -> int:
+    from psheads import zoo
+    from psheads.lens import RopeLens
+    from psheads.scoring import score_heads
+
+    try:
+        pretrained = zoo.load_pretrained("gemma-3-270m")
+    except ValueError as err:
+        print(f"\n== Gemma 3 270M: skipped ({err})")
+        return 0
+    lens = RopeLens(pretrained.model)
+    tokens = pretrained.model.to_tokens(DEMO_TEXT)[0]
+    width = min(64, len(tokens) - 1)
+    prompts = torch.stack([tokens[start : start + width] for start in range(0, len(tokens) - width + 1, 8)])
+    print(f"\n== Gemma 3 270M ({pretrained.info['terms']}): {lens}")
+    print(f"{len(prompts)} windows of {width} tokens of natural text; medians over the 4 heads of each layer")
+    frame = score_heads(lens, prompts, progress=not args.quiet)
+    print(f"{'layer':>5} {'attention':>9} {'positional':>10} {'symbolic':>8}  labels")
+    for layer, rows in frame.groupby("layer"):
+        kind = "local" if lens.layers[layer].window is not None else "global"
+        labels = ", ".join(f"{label} {count}" for label, count in rows["label"].value_counts().items())
+        print(f"{layer:>5} {kind:>9} {rows['positional'].median():>10.3f} {rows['symbolic'].median():>8.3f}  {labels}")
+    return 0
 
 
 def _demo_shipped(args: argparse.Namespace) -> int:
@@ -187,8 +224,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="psheads", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="the main job: score and profile the shipped models (or a random GPT-J)")
+    demo = sub.add_parser("demo", help="the main job: score and profile the shipped models (or a random GPT-J), "
+                                       "then score Gemma 3 270M on natural text")
     demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--no-llm", action="store_true", help="skip the Gemma 3 270M part")
     demo.add_argument("--prompts", type=_positive_int, default=512, help="number of prompts")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
     demo.set_defaults(run=_demo)

@@ -238,7 +238,8 @@ def _pair_cosines(x: Tensor, y: Tensor, d_i: Tensor, d_j: Tensor) -> tuple[Tenso
         shift = torch.maximum(x.amax(-1), y.amax(-1)).unsqueeze(-1)
         u, v = (x - shift).exp().sum(-1), (y - shift).exp().sum(-1)  # the larger is ≥ 1
     norm = ((u.square() + v.square()).sqrt() * torch.hypot(d_i, d_j)).clamp_min(torch.finfo(torch.float64).tiny)
-    return (u * d_i + v * d_j) / norm, (u * d_j + v * d_i) / norm
+    # both vectors are non-negative: a cosine in [0, 1], which rounding must not leave
+    return ((u * d_i + v * d_j) / norm).clamp(0, 1), ((u * d_j + v * d_i) / norm).clamp(0, 1)
 
 
 def _diagonal_blocks(slab: Tensor, block_size: int) -> Tensor:

@@ -13,7 +13,7 @@ SHIPPED = all((zoo.PRETRAINED_DIR / name / "config.json").exists() for name in z
 
 def test_demo_without_shipped_models_uses_a_random_gptj(capsys, monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(zoo, "PRETRAINED_DIR", tmp_path)
-    assert cli.main(["demo", "--prompts", "4", "--quiet"]) == 0
+    assert cli.main(["demo", "--prompts", "4", "--quiet", "--no-llm"]) == 0
     out = capsys.readouterr().out
     assert "Self-check passed" in out
     geometry_rows = [line for line in out.splitlines() if line.strip().endswith("0.0884")]
@@ -23,7 +23,7 @@ def test_demo_without_shipped_models_uses_a_random_gptj(capsys, monkeypatch, tmp
 
 @pytest.mark.skipif(not SHIPPED, reason="the trained models are not shipped in this checkout")
 def test_demo_on_the_shipped_models(capsys) -> None:
-    assert cli.main(["demo", "--prompts", "16", "--quiet"]) == 0
+    assert cli.main(["demo", "--prompts", "16", "--quiet", "--no-llm"]) == 0
     out = capsys.readouterr().out
     assert "== number task" in out and "== letter task" in out
     assert out.count("paper_B_id") == 2
