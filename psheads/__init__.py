@@ -9,6 +9,7 @@ architecture page of the docs shows how they fit.
 """
 
 from psheads import plotting, tasks
+from psheads.evaluation import evaluate
 from psheads.layer import LayerGeometry
 from psheads.lens import RopeLens, SelfCheckError
 from psheads.methods import ScoreMethod, register_score_method, score_methods
@@ -31,6 +32,7 @@ __all__ = [
     "SelfCheckError",
     "TrainConfig",
     "__version__",
+    "evaluate",
     "frequency_profile",
     "load_pretrained",
     "plotting",

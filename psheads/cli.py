@@ -26,14 +26,15 @@ def _positive_int(text: str) -> int:
 
 
 def _load(model: str) -> tuple[Any, Any]:
-    """A shipped model name or a local HF directory → (TransformerLens model, task or None)."""
+    """A shipped model or LLM name, or a local HF directory → (TransformerLens model, task or None)."""
     from psheads import zoo
 
-    if model in zoo.PRETRAINED:
+    if model in zoo.PRETRAINED or model in zoo.LLMS:
         shipped = zoo.load_pretrained(model)
         return shipped.model, shipped.task
     if not Path(model).is_dir():
-        raise SystemExit(f"psheads: {model!r} is neither a shipped model {zoo.PRETRAINED} nor a directory")
+        raise SystemExit(f"psheads: {model!r} is neither a known model {zoo.PRETRAINED + tuple(zoo.LLMS)} "
+                         "nor a directory")
     record = Path(model) / "training_config.json"  # a psheads training checkpoint knows its task
     task = None
     if record.exists():
@@ -44,7 +45,7 @@ def _load(model: str) -> tuple[Any, Any]:
     return zoo.boot_local(model), task
 
 
-def _prompts(args: argparse.Namespace, task: Any) -> Any:
+def _prompts(args: argparse.Namespace, task: Any, model: Any) -> Any:
     from psheads.tasks import checked_batch, get_task
 
     if args.prompts_file:
@@ -55,6 +56,8 @@ def _prompts(args: argparse.Namespace, task: Any) -> Any:
     chosen = get_task(args.task) if args.task else task
     if chosen is None:
         raise SystemExit("psheads: pass --task or --prompts-file for a model without a task")
+    if hasattr(chosen, "for_tokenizer") and not chosen.built:  # a task for pretrained LLMs: the model's words
+        chosen = chosen.for_tokenizer(model.tokenizer)
     return checked_batch(chosen, args.n, seed=args.seed).tokens
 
 
@@ -74,7 +77,7 @@ def _score(args: argparse.Namespace) -> int:
 
     _check_out(args.out)
     model, task = _load(args.model)
-    frame = score_heads(model, _prompts(args, task), method=args.method, block_size=args.block_size,
+    frame = score_heads(model, _prompts(args, task, model), method=args.method, block_size=args.block_size,
                         by_frequency=args.by_frequency, prepend_bos=False if args.no_bos else None,
                         progress=not args.quiet)
     if args.out:
@@ -90,7 +93,7 @@ def _profile(args: argparse.Namespace) -> int:
 
     _check_out(args.out)
     model, task = _load(args.model)
-    profile = frequency_profile(model, _prompts(args, task), prepend_bos=False if args.no_bos else None,
+    profile = frequency_profile(model, _prompts(args, task, model), prepend_bos=False if args.no_bos else None,
                                 progress=not args.quiet)
     if args.out:
         profile.planes.to_csv(args.out, index=False)
@@ -209,7 +212,8 @@ def _demo_random(args: argparse.Namespace) -> int:
 
 
 def _add_prompt_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="a shipped model (number, letter) or a local Hugging Face directory")
+    parser.add_argument("model", help="a shipped model (number, letter), gemma-3-270m (psheads[gemma]) or a local "
+                                      "Hugging Face directory")
     parser.add_argument("--task", help="generate prompts from this registered task (default: the model's)")
     parser.add_argument("--n", type=_positive_int, default=256, help="number of task prompts")
     parser.add_argument("--seed", type=int, default=0)

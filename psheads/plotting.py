@@ -1,15 +1,20 @@
 """Figures: pure functions from psheads frames to ``plotly.graph_objects.Figure``.
 
-No computation beyond reshaping, no ``.show()``, no file I/O.
+No computation beyond reshaping and the summaries of ``psheads.analysis``, no ``.show()``, no
+file I/O.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from psheads import schema
+from psheads import analysis, schema
 
 LABEL_COLORS = {"positional": "#1f77b4", "symbolic": "#d62728", "uniform": "#7f7f7f", "mixed": "#9467bd"}
 
@@ -84,4 +89,181 @@ def frequency_usage(planes: pd.DataFrame) -> go.Figure:
                                   colorbar={"title": "usage"}))
     figure.update_layout(xaxis_title="frequency ID (1 = fastest, 0 = unrotated)", yaxis_title="head",
                          yaxis_autorange="reversed")
+    return figure
+
+
+SCORE_COLORS = {"positional": "#1f77b4", "symbolic": "#d62728", "interaction": "#2ca02c", "entropy": "#7f7f7f"}
+KIND_COLORS = {"local": "#1f77b4", "global": "#ff7f0e"}
+_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+            "#17becf")
+
+
+def _score_title(column: str) -> str:
+    return {"positional": "positional score s_POS", "symbolic": "symbolic score s_SYM"}.get(column, column)
+
+
+def _color(name: Any, index: int, table: dict[str, str] | None = None) -> str:
+    table = table or {}
+    return table.get(str(name), _PALETTE[index % len(_PALETTE)])
+
+
+def _rgba(color: str, alpha: float) -> str:
+    red, green, blue = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({red},{green},{blue},{alpha})"
+
+
+def layer_distributions(scores: pd.DataFrame, columns: Sequence[str] = analysis.SCORE_COLUMNS) -> go.Figure:
+    """Each score's distribution over the heads of every layer: a box per layer, every head drawn.
+
+    Layers of a ``layer_kind`` column's ``"global"`` kind (``psheads.analysis.add_layer_kind``)
+    are shaded.
+
+    Args:
+        scores: a reduced per-head ``score_heads`` frame.
+        columns: the score columns to draw, side by side per layer.
+    """
+    columns = analysis._names(columns, "columns")
+    analysis._check(scores, "layer_distributions", columns, (), per_plane=False)
+    figure = go.Figure()
+    text = [f"L{layer}H{head}" for layer, head in zip(scores["layer"], scores["head"])]
+    for index, column in enumerate(columns):
+        figure.add_trace(go.Box(x=scores["layer"], y=scores[column], name=_score_title(column), text=text,
+                                boxpoints="all", jitter=0.3, pointpos=0, offsetgroup=column,
+                                marker={"color": _color(column, index, SCORE_COLORS), "size": 5},
+                                hovertemplate="%{text}<br>" + column + "=%{y:.3f}<extra></extra>"))
+    if "layer_kind" in scores.columns:
+        for layer in sorted(scores.loc[scores["layer_kind"] == "global", "layer"].unique()):
+            figure.add_vrect(x0=layer - 0.5, x1=layer + 0.5, fillcolor=KIND_COLORS["global"], opacity=0.12,
+                             line_width=0, layer="below")
+    figure.update_layout(boxmode="group", xaxis_title="layer" + (" (shaded: global)" if "layer_kind" in scores.columns
+                                                                  else ""),
+                         yaxis_title="score", yaxis_range=[-0.02, 1.02], legend_title="score")
+    figure.update_xaxes(dtick=1)
+    return figure
+
+
+def score_correlation(scores: pd.DataFrame, x: str = "positional", y: str = "symbolic",
+                      color: str | None = "layer") -> go.Figure:
+    """One score against the other across heads, with Pearson r, its 95% Fisher interval and n.
+
+    Args:
+        scores: a reduced ``score_heads`` frame (per head, or per plane).
+        x: column on the x axis.
+        y: column on the y axis.
+        color: colour the points by this column: ``"layer"`` (a colour scale), a categorical
+            column (``"label"``, ``"layer_kind"``: one trace each) or None.
+    """
+    if color is not None and not isinstance(color, str):
+        raise TypeError(f"color must be a column name or None, got {type(color).__name__}.")
+    result = analysis.correlation(scores, x, y).iloc[0]
+    if color is not None:
+        schema.SCORES.check(scores, [color], "score_correlation")
+    text = [f"L{layer}H{head}" for layer, head in zip(scores["layer"], scores["head"])]
+    if "plane" in scores.columns:
+        text = [f"{t} f{plane}" for t, plane in zip(text, scores["plane"])]
+    text = pd.Series(text, index=scores.index)
+    hover = "%{text}<br>" + x + "=%{x:.3f}<br>" + y + "=%{y:.3f}<extra></extra>"
+    figure = go.Figure()
+    if color is None or pd.api.types.is_numeric_dtype(scores[color]) and not pd.api.types.is_bool_dtype(scores[color]):
+        marker: dict[str, Any] = {"size": 7}
+        if color is not None:
+            marker.update(color=scores[color], colorscale="Viridis", showscale=True, colorbar={"title": color})
+        figure.add_trace(go.Scatter(x=scores[x], y=scores[y], mode="markers", text=text, marker=marker,
+                                    name="heads", hovertemplate=hover))
+    else:
+        for index, (value, part) in enumerate(scores.groupby(color, sort=True)):
+            table = LABEL_COLORS if color == "label" else KIND_COLORS
+            figure.add_trace(go.Scatter(x=part[x], y=part[y], mode="markers", text=text[part.index], name=str(value),
+                                        marker={"size": 7, "color": _color(value, index, table)}, hovertemplate=hover))
+    finite = scores[[x, y]].apply(pd.to_numeric, errors="coerce").dropna()
+    if len(finite) >= 2 and math.isfinite(result["r"]):
+        xs, ys = finite[x].to_numpy(dtype=float), finite[y].to_numpy(dtype=float)
+        slope = ((xs - xs.mean()) * (ys - ys.mean())).sum() / ((xs - xs.mean()) ** 2).sum()
+        ends = [float(xs.min()), float(xs.max())]
+        figure.add_trace(go.Scatter(x=ends, y=[ys.mean() + slope * (e - xs.mean()) for e in ends], mode="lines",
+                                    name="least squares", line={"color": "#333333", "dash": "dash"}))
+    interval = (f", 95% CI [{result['ci_low']:.2f}, {result['ci_high']:.2f}]"
+                if math.isfinite(result["ci_low"]) else "")
+    figure.update_layout(title=f"Pearson r = {result['r']:.2f}{interval}, n = {int(result['n'])}",
+                         xaxis_title=_score_title(x), yaxis_title=_score_title(y), xaxis_range=[-0.02, 1.02],
+                         yaxis_range=[-0.02, 1.02], legend_title=color or "")
+    return figure
+
+
+def frequency_scores(scores: pd.DataFrame, columns: Sequence[str] = analysis.SCORE_COLUMNS, by: str | None = None,
+                     quantiles: Sequence[float] = (0.25, 0.75), x: str = "plane") -> go.Figure:
+    """Per-plane scores against frequency: the median over heads as a line, a quantile band around it.
+
+    Args:
+        scores: a reduced ``score_heads(..., by_frequency=True)`` frame.
+        columns: the score columns, one panel each.
+        by: one line per value of this column (e.g. ``"layer_kind"`` from
+            ``psheads.analysis.add_layer_kind``, or ``"layer"``); None: one line over every head.
+        quantiles: the (low, high) quantiles of the band.
+        x: ``"plane"`` (frequency ID, 1 = fastest) or ``"period"`` (2π/θ in tokens, log axis).
+    """
+    if x not in ("plane", "period"):
+        raise ValueError(f"x must be 'plane' or 'period', got {x!r}.")
+    if by is not None and not isinstance(by, str):
+        raise TypeError(f"by must be a column name or None, got {type(by).__name__}.")
+    columns = analysis._names(columns, "columns")
+    summary = analysis.frequency_summary(scores, columns=columns, quantiles=quantiles, by=() if by is None else (by,))
+    low, high = (analysis._quantile_name(q) for q in summary.attrs["quantiles"])
+    figure = make_subplots(rows=len(columns), cols=1, shared_xaxes=True,
+                           subplot_titles=[_score_title(column) for column in columns])
+    groups = summary.groupby(by, sort=True) if by is not None else [("all heads", summary)]
+    for index, (value, part) in enumerate(groups):
+        value = value[0] if isinstance(value, tuple) else value
+        name = f"{by} {value}" if by == "layer" else str(value)
+        color = _color(value, index, KIND_COLORS if by == "layer_kind" else None)
+        for row, column in enumerate(columns, start=1):
+            rows = part[part["score"] == column].sort_values(x)
+            xs = rows[x].tolist()
+            figure.add_trace(go.Scatter(x=xs + xs[::-1], y=rows[high].tolist() + rows[low].tolist()[::-1],
+                                        fill="toself", fillcolor=_rgba(color, 0.18), line={"width": 0},
+                                        hoverinfo="skip", showlegend=False, legendgroup=name), row=row, col=1)
+            figure.add_trace(go.Scatter(x=xs, y=rows["median"], mode="lines", name=name, legendgroup=name,
+                                        showlegend=row == 1, line={"color": color},
+                                        customdata=rows[["plane", "period"]].to_numpy(),
+                                        hovertemplate="ID %{customdata[0]}, period %{customdata[1]:.3g}<br>"
+                                                      "median %{y:.3f}<extra>" + name + "</extra>"),
+                             row=row, col=1)
+    figure.update_yaxes(range=[-0.02, 1.02])
+    title = "frequency ID (1 = fastest)" if x == "plane" else "period 2π/θ (tokens)"
+    figure.update_xaxes(title_text=title, row=len(columns), col=1)
+    if x == "period":
+        figure.update_xaxes(type="log")
+    figure.update_layout(title=f"median over heads, band {low}–{high}", legend_title=by or "")
+    return figure
+
+
+def local_global(scores: pd.DataFrame, local: Any = None, columns: Sequence[str] = analysis.SCORE_COLUMNS) -> go.Figure:
+    """Each score over the heads of the local (sliding-window) layers and of the global ones.
+
+    Args:
+        scores: a reduced per-head ``score_heads`` frame, with a ``layer_kind`` column
+            (``psheads.analysis.add_layer_kind``) unless ``local`` is given.
+        local: a ``RopeLens``, a mapping ``{layer: "local" | "global"}`` or the list of local
+            layers (see ``psheads.analysis.add_layer_kind``).
+        columns: the score columns, one box pair each.
+    """
+    columns = analysis._names(columns, "columns")
+    if local is not None:
+        scores = analysis.add_layer_kind(scores, local)
+    analysis._check(scores, "local_global", columns, (), per_plane=False, extra=["layer_kind"])
+    figure = go.Figure()
+    text = [f"L{layer}H{head}" for layer, head in zip(scores["layer"], scores["head"])]
+    text = pd.Series(text, index=scores.index)
+    for kind in (analysis.LOCAL, analysis.GLOBAL):
+        part = scores[scores["layer_kind"] == kind]
+        if part.empty:
+            continue
+        layers = analysis._layer_text(sorted(int(layer) for layer in part["layer"].unique()))
+        xs = [_score_title(column) for column in columns for _ in range(len(part))]
+        ys = [value for column in columns for value in part[column]]
+        figure.add_trace(go.Box(x=xs, y=ys, name=f"{kind} (layers {layers})", boxpoints="all", jitter=0.3,
+                                pointpos=0, text=[t for _ in columns for t in text[part.index]],
+                                marker={"color": KIND_COLORS[kind], "size": 5},
+                                hovertemplate="%{text}: %{y:.3f}<extra></extra>"))
+    figure.update_layout(boxmode="group", yaxis_title="score", yaxis_range=[-0.02, 1.02], legend_title="layers")
     return figure

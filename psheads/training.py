@@ -39,6 +39,7 @@ from tqdm.auto import tqdm
 
 from psheads import geometry, schema, validation, zoo
 from psheads.config import from_known_fields
+from psheads.evaluation import evaluate as _evaluate
 from psheads.tasks import Task, checked_batch, get_task, task_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -255,24 +256,12 @@ def training_batch(task: Task, config: TrainConfig, step: int) -> tuple[torch.Te
 
 def evaluate(model: torch.nn.Module, task: Task, n: int, seed: int, batch_size: int = 256) -> pd.DataFrame:
     """Last-token accuracy per hop count on ``n`` fresh prompts (``hops, accuracy, n``; hops
-    is a string: "1", "2", …, and "all"). ``model``: a HF causal LM or a TransformerLens model."""
-    batch = checked_batch(task, n, seed=seed)
-    was_training = model.training
-    model.eval()
-    correct = []
-    try:
-        with torch.no_grad():
-            for start in range(0, n, batch_size):
-                out = model(batch.tokens[start : start + batch_size])
-                logits = (out.logits if hasattr(out, "logits") else out)[:, -1]  # HF or TransformerLens
-                correct.append(logits.argmax(-1) == batch.answers[start : start + batch_size])
-    finally:
-        model.train(was_training)
-    hits = torch.cat(correct)
-    frame = pd.DataFrame({"hops": [str(h) for h in batch.hops.tolist()], "correct": hits.tolist()})
-    out = frame.groupby("hops")["correct"].agg(accuracy="mean", n="size").reset_index()
-    total = pd.DataFrame({"hops": ["all"], "accuracy": [float(hits.float().mean())], "n": [n]})
-    return pd.concat([out, total], ignore_index=True)
+    is a string: "1", "2", …, and "all"). ``model``: a HF causal LM or a TransformerLens model.
+
+    ``psheads.evaluation.evaluate`` with its ``hops``, ``accuracy`` and ``n`` columns (the argmax
+    runs over the whole vocabulary unless the task's batches carry candidates)."""
+    frame = _evaluate(model, task, n=n, seed=seed, batch_size=batch_size, progress=False)
+    return frame[["hops", "accuracy", "n"]].copy()
 
 
 # --- checkpoints -----------------------------------------------------------------------------

@@ -59,7 +59,7 @@ def test_errors_exit_cleanly(capsys, tmp_path) -> None:
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["nope"])
     assert exit_info.value.code == 2
-    with pytest.raises(SystemExit, match="neither a shipped model"):
+    with pytest.raises(SystemExit, match="neither a known model"):
         cli.main(["score", str(tmp_path / "missing")])
     directory = helpers.save_tiny("gptj", tmp_path / "m")
     assert cli.main(["score", str(directory), "--task", "number", "--n", "4", "--quiet"]) == 2

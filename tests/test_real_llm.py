@@ -132,3 +132,29 @@ def test_the_demo_scores_the_llm(gemma, capsys) -> None:
     rows = [line.split() for line in out.splitlines() if line.split()[1:2] in (["local"], ["global"])]
     assert [int(row[0]) for row in rows] == list(range(18))
     assert [row[1] for row in rows].count("global") == 3
+
+
+def test_the_analysis_example_runs(gemma, tmp_path) -> None:
+    """examples/gemma_3_270m.py end to end in its quick mode (the documented numbers come from
+    its full run)."""
+    import runpy
+    from pathlib import Path
+
+    namespace = runpy.run_path(str(Path(__file__).resolve().parents[1] / "examples" / "gemma_3_270m.py"))
+    namespace["main"](tmp_path, quick=True)
+    written = {path.name for path in tmp_path.iterdir()}
+    assert {"gemma_scores.csv", "gemma_summary.csv", "gemma_correlation.csv"} <= written
+
+
+def test_the_command_line_scores_the_llm_on_an_llm_task(gemma, capsys) -> None:
+    from psheads import cli
+
+    assert cli.main(["score", "gemma-3-270m", "--task", "llm-letter", "--n", "2", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") >= 18 * 4 and "positional" in out
+
+
+def test_llm_tasks_evaluate_on_the_real_model(gemma) -> None:
+    frame = psheads.evaluate(gemma.model, "llm-letter", n=8, seed=0, windows=[12])
+    row = frame[frame["hops"] == "all"].iloc[0]
+    assert row["n"] == 8 and 0 <= row["accuracy"] <= 1 and row["chance"] == pytest.approx(1 / 24)

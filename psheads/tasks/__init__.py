@@ -1,4 +1,5 @@
-"""Tasks: paper B's multi-hop number and letter tasks, and a registry for your own.
+"""Tasks: paper B's multi-hop number and letter tasks, their few-shot versions for pretrained LLMs
+with paper A's Binding task, and a registry for your own.
 
 A task has a ``name``, a ``vocabulary`` (word i is token id i) and ``generate(n, seed)``
 returning a ``TaskBatch``. ``register_task(name, factory)`` adds one; ``get_task(name)``
@@ -15,9 +16,13 @@ from psheads.tasks.base import (
     task_tokenizer,
     word_tokenizer,
 )
+from psheads.tasks.llm import BindingTask, LLMLetterTask, LLMNumberTask
 from psheads.tasks.multihop import LetterTask, NumberTask
 
 __all__ = [
+    "BindingTask",
+    "LLMLetterTask",
+    "LLMNumberTask",
     "LetterTask",
     "NumberTask",
     "Task",

@@ -29,6 +29,8 @@ class TaskBatch:
         answer_positions: ``[n]`` position of the answer in the input.
         text: the inputs as space-separated words.
         answer_text: the answers as words.
+        candidates: the answer tokens a prediction is chosen from: ``[n, c]`` per prompt or ``[c]``
+            shared by every prompt; None (the default) means the whole vocabulary.
     """
 
     tokens: Int[Tensor, "n pos"]
@@ -37,6 +39,7 @@ class TaskBatch:
     answer_positions: Int[Tensor, " n"]
     text: list[str]
     answer_text: list[str]
+    candidates: Int[Tensor, "*n c"] | None = None
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
