@@ -1,4 +1,4 @@
-"""Command line: ``psheads demo | score | profile | train``. Thin: parse, call the library, print."""
+"""Command line: ``psheads demo | score | profile | train | lengthgen``. Thin: parse, call the library, print."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import torch
 
@@ -61,15 +61,15 @@ def _prompts(args: argparse.Namespace, task: Any, model: Any) -> Any:
     return checked_batch(chosen, args.n, seed=args.seed).tokens
 
 
-def _check_out(path: str | None) -> None:
+def _check_out(path: str | None, flag: str = "--out") -> None:
     """Refuse an output file that could not be written, before any work is done."""
     if path is None:
         return
     folder = Path(path).resolve().parent
     if not folder.is_dir():
-        raise SystemExit(f"psheads: cannot write --out {path}: the folder {folder} does not exist")
+        raise SystemExit(f"psheads: cannot write {flag} {path}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK):
-        raise SystemExit(f"psheads: cannot write --out {path}: the folder {folder} is not writable")
+        raise SystemExit(f"psheads: cannot write {flag} {path}: the folder {folder} is not writable")
 
 
 def _score(args: argparse.Namespace) -> int:
@@ -99,6 +99,59 @@ def _profile(args: argparse.Namespace) -> int:
         profile.planes.to_csv(args.out, index=False)
         print(f"wrote {len(profile.planes)} rows to {args.out}")
     print(profile.heads[schema.PROFILE_HEADS.names].to_string(index=False, float_format=lambda x: f"{x:.1f}"))
+    return 0
+
+
+FRAME_FORMATS = (".csv", ".parquet")
+"""Extensions ``lengthgen --out`` writes (parquet keeps the frame's ``attrs``)."""
+
+
+def _check_frame_out(path: str | None) -> None:
+    """``_check_out`` plus a known extension, and pyarrow for parquet, before any work is done."""
+    if path is None:
+        return
+    suffix = Path(path).suffix.lower()
+    if suffix not in FRAME_FORMATS:
+        raise SystemExit(f"psheads: --out {path}: write a {' or '.join(FRAME_FORMATS)} file (chosen by extension)")
+    if suffix == ".parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise SystemExit(f"psheads: --out {path}: parquet needs pyarrow (pip install pyarrow), or write a .csv "
+                             "file (the settings in the frame's attrs are then not kept)") from None
+    _check_out(path)
+
+
+def _lengthgen(args: argparse.Namespace) -> int:
+    from psheads.lengthgen import length_generalization
+    from psheads.tasks import get_task
+
+    _check_frame_out(args.out)
+    if args.figure is not None and Path(args.figure).suffix.lower() not in (".html", ".htm"):
+        raise SystemExit(f"psheads: --figure {args.figure}: the figure is written as HTML (.html)")
+    _check_out(args.figure, "--figure")
+    model, task = _load(args.model)
+    chosen = get_task(args.task) if args.task else task
+    if chosen is None:
+        raise SystemExit("psheads: pass --task for a model without a task (number, letter)")
+    frame = length_generalization(model, chosen, args.lengths, n=args.n, seed=args.seed,
+                                  token_budget=args.token_budget, answers=args.answers, progress=not args.quiet)
+    if args.out:
+        if Path(args.out).suffix.lower() == ".parquet":
+            frame.to_parquet(args.out, index=False)
+        else:
+            frame.to_csv(args.out, index=False)
+        print(f"wrote {len(frame)} rows to {args.out}")
+    if args.figure:
+        from psheads import plotting
+
+        # plotly.js inline: the page opens offline, at the cost of ~4 MB
+        plotting.accuracy_vs_length(frame).write_html(args.figure, include_plotlyjs=True)
+        print(f"wrote the figure to {args.figure}")
+    table = frame.pivot(index="length", columns="hops", values="accuracy")
+    print(f"accuracy of {args.model} on the {frame.attrs['task']} task ({args.n} prompts per length, seed {args.seed}, "
+          f"argmax over {'the answer vocabulary' if args.answers == 'task' else 'the whole vocabulary'})")
+    print(table.to_string(float_format=lambda x: f"{x:.3f}"))
     return 0
 
 
@@ -247,6 +300,24 @@ def build_parser() -> argparse.ArgumentParser:
     profile = sub.add_parser("profile", help="frequency usage of every head")
     _add_prompt_options(profile)
     profile.set_defaults(run=_profile)
+
+    from psheads.lengthgen import DEFAULT_TOKEN_BUDGET, Answers
+
+    lengthgen = sub.add_parser("lengthgen", help="accuracy per prompt length and hop count (length generalization)")
+    lengthgen.add_argument("model", help="a shipped model (number, letter) or a local Hugging Face directory")
+    lengthgen.add_argument("--lengths", type=_positive_int, nargs="+", required=True,
+                           help="total prompt lengths in tokens (at least n_target + n_pre + 1 = 17 by default)")
+    lengthgen.add_argument("--task", help="a registered multi-hop task (default: the model's)")
+    lengthgen.add_argument("--n", type=_positive_int, default=512, help="prompts per length")
+    lengthgen.add_argument("--seed", type=int, default=0)
+    lengthgen.add_argument("--token-budget", type=_positive_int, default=DEFAULT_TOKEN_BUDGET,
+                           help="tokens per forward pass (budget // length prompts at once, at least one)")
+    lengthgen.add_argument("--answers", choices=get_args(Answers), default="task",
+                           help="argmax over the task's answer tokens (default) or the whole vocabulary")
+    lengthgen.add_argument("--out", help="write the frame to this .csv or .parquet file (parquet keeps the settings)")
+    lengthgen.add_argument("--figure", help="write accuracy vs length to this HTML file (opens offline)")
+    lengthgen.add_argument("--quiet", action="store_true", help="no progress bar")
+    lengthgen.set_defaults(run=_lengthgen)
 
     train = sub.add_parser("train", help="train paper B's GPT-J on a task (resumes by default)")
     train.add_argument("task", help="a registered task (number, letter, ...)")

@@ -36,6 +36,11 @@ COLUMNS = ("task", "window", "length", "hops", "accuracy", "n", "chance")
 """The columns of ``evaluate``'s frame."""
 
 
+def progress_bar(total: int, desc: str, progress: bool | None) -> tqdm:
+    """A tqdm bar over ``total`` steps; ``progress=None`` shows it only when stderr is a TTY."""
+    return tqdm(total=total, desc=desc, disable=(not sys.stderr.isatty()) if progress is None else not progress)
+
+
 def _window_of(task: Any) -> int | None:
     """The target-window length of a task: ``window``, or ``n_target + extra_target`` (multi-hop)."""
     if isinstance(getattr(task, "window", None), int):
@@ -69,7 +74,7 @@ def with_window(task: Task, window: int) -> Task:
                     f"`extra_target` (NumberTask, LetterTask); {type(task).__name__} has neither. Pass windows=None.")
 
 
-def _for_model(task: Any, model: Any) -> Task:
+def task_for_model(task: Any, model: Any) -> Task:
     """A task object for ``model``: a registered name is built; an LLM task gets the model's tokenizer."""
     if isinstance(task, str):
         task = get_task(task)
@@ -100,7 +105,9 @@ def _vocab_size(model: Any) -> int | None:
     return None
 
 
-def _context(model: Any) -> int | None:
+def context_length(model: Any) -> int | None:
+    """The model's context in tokens (``cfg.n_ctx``, or the HF config's ``max_position_embeddings`` or
+    ``n_positions``); None when the model declares none."""
     for owner, name in ((getattr(model, "cfg", None), "n_ctx"), (getattr(model, "config", None), "max_position_embeddings"),
                         (getattr(model, "config", None), "n_positions")):
         value = getattr(owner, name, None)
@@ -175,16 +182,43 @@ def _hits(model: Any, batch: TaskBatch, candidates: Tensor | None, batch_size: i
             options = candidates[start:start + batch_size].to(device)
             predicted = options.gather(1, logits.gather(1, options).argmax(-1, keepdim=True)).squeeze(1)
         correct.append(predicted.cpu() == batch.answers[start:start + batch_size])
-        bar.update(1)
+        if bar is not None:
+            bar.update(1)
     return torch.cat(correct)
 
 
-def _by_hops(batch: TaskBatch, hits: Tensor) -> pd.DataFrame:
-    """``hops, accuracy, n``: one row per hop count ("1", "2", …), then "all"."""
+def batch_accuracy(model: Any, batch: TaskBatch, name: str, batch_size: int,
+                   bar: Any = None) -> tuple[pd.DataFrame, int | None]:
+    """Next-token accuracy of ``model`` on ``batch``, per hop count.
+
+    The prediction is the argmax of the logits after the last token over ``batch.candidates``
+    (checked against the model's vocabulary), or over the whole vocabulary when it has none.
+
+    Args:
+        model: a ``TransformerBridge``, a ``HookedTransformer`` or a Hugging Face causal LM (gradients
+            and training mode are the caller's business: see ``evaluate``).
+        batch: the prompts.
+        name: the task's name, for error messages.
+        batch_size: prompts per forward pass.
+        bar: a tqdm bar advanced once per forward pass, or None.
+
+    Returns:
+        ``hops, accuracy, n``: one row per hop count ("1", "2", …), then "all"; and the number of
+        candidates per prompt (None for the whole vocabulary).
+    """
+    candidates = _candidates(batch, _vocab_size(model), name)
+    hits = _hits(model, batch, candidates, batch_size, bar)
     frame = pd.DataFrame({"hops": [str(h) for h in batch.hops.tolist()], "correct": hits.tolist()})
     out = frame.groupby("hops")["correct"].agg(accuracy="mean", n="size").reset_index()
     total = pd.DataFrame({"hops": ["all"], "accuracy": [float(hits.float().mean())], "n": [len(batch)]})
-    return pd.concat([out, total], ignore_index=True)
+    return pd.concat([out, total], ignore_index=True), None if candidates is None else int(candidates.shape[1])
+
+
+def check_model(model: Any) -> None:
+    """Raise ``TypeError`` unless ``model`` is a torch module (a TransformerLens model or an HF causal LM)."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch module (a TransformerLens model or a Hugging Face causal LM), got "
+                        f"{type(model).__name__}.")
 
 
 def evaluate(model: torch.nn.Module, task: Task | str, n: int = 256, seed: int = 0,
@@ -220,21 +254,18 @@ def evaluate(model: torch.nn.Module, task: Task | str, n: int = 256, seed: int =
         ValueError: a bad ``n``, ``seed``, ``batch_size`` or window; an LLM task and a model
             without a tokenizer; candidates outside the model's vocabulary or without the answer.
     """
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"model must be a torch module (a TransformerLens model or a Hugging Face causal LM), got "
-                        f"{type(model).__name__}.")
+    check_model(model)
     n, seed = validation.integer(n, "n", minimum=1), validation.seed(seed)
     batch_size = validation.integer(batch_size, "batch_size", minimum=1)
     progress = validation.optional_boolean(progress, "progress")
-    task = _for_model(task, model)
+    task = task_for_model(task, model)
     sizes = [None] if windows is None else list(validation.integers(windows, "windows", minimum=1, unique=True))
     if not sizes:
         raise ValueError("windows must list at least one window (or be None for the task as given).")
     tasks = [task if size is None else with_window(task, size) for size in sizes]
-    vocab, context = _vocab_size(model), _context(model)
+    context = context_length(model)
     frames = []
-    disable = (not sys.stderr.isatty()) if progress is None else not progress
-    with tqdm(total=len(tasks) * -(-n // batch_size), desc="evaluate", disable=disable) as bar, \
+    with progress_bar(len(tasks) * -(-n // batch_size), "evaluate", progress) as bar, \
             torch.no_grad(), preserved_state(model):
         for each in tasks:
             batch = checked_batch(each, n, seed=seed)
@@ -242,11 +273,10 @@ def evaluate(model: torch.nn.Module, task: Task | str, n: int = 256, seed: int =
             if context is not None and length > context:
                 warnings.warn(f"Task {each.name!r}: prompts of {length} tokens exceed the model's context of {context} "
                               "tokens.", stacklevel=2)
-            candidates = _candidates(batch, vocab, each.name)
-            rows = _by_hops(batch, _hits(model, batch, candidates, batch_size, bar))
+            rows, n_candidates = batch_accuracy(model, batch, each.name, batch_size, bar)
             rows.insert(0, "task", each.name)
             rows.insert(1, "window", _window_of(each))
             rows.insert(2, "length", length)
-            rows["chance"] = float("nan") if candidates is None else 1.0 / candidates.shape[1]
+            rows["chance"] = float("nan") if n_candidates is None else 1.0 / n_candidates
             frames.append(rows)
     return pd.concat(frames, ignore_index=True)

@@ -267,3 +267,134 @@ def local_global(scores: pd.DataFrame, local: Any = None, columns: Sequence[str]
                                 hovertemplate="%{text}: %{y:.3f}<extra></extra>"))
     figure.update_layout(boxmode="group", yaxis_title="score", yaxis_range=[-0.02, 1.02], legend_title="layers")
     return figure
+
+
+HOP_COLORS = {"1": "#1f77b4", "2": "#ff7f0e", "3": "#2ca02c", "4": "#d62728", "all": "#222222"}
+
+
+def accuracy_vs_length(frame: pd.DataFrame) -> go.Figure:
+    """Accuracy against prompt length (log axis): one line per hop count and one for "all".
+
+    A ``model`` column (else a ``task`` column) puts each value in its own panel, side by side.
+
+    Args:
+        frame: a ``psheads.lengthgen.length_generalization`` frame (``length, hops, accuracy``;
+            ``n`` shows on hover), or several stacked with a ``model`` or ``task`` column, such as
+            the shipped ``Pretrained.length_generalization`` frames.
+
+    Raises:
+        ValueError: missing columns, no rows, or a length below 1.
+    """
+    schema.LENGTH_GENERALIZATION.check(frame, ["length", "hops", "accuracy"], "accuracy_vs_length")
+    if frame.empty:
+        raise ValueError("accuracy_vs_length needs at least one row.")
+    if (pd.to_numeric(frame["length"]) < 1).any():
+        raise ValueError("accuracy_vs_length: every length must be at least 1 (the x axis is logarithmic).")
+    facet = next((column for column in ("model", "task") if column in frame.columns), None)
+    panels = [(None, frame)] if facet is None else list(frame.groupby(facet, sort=False))
+    figure = make_subplots(rows=1, cols=len(panels), shared_yaxes=True,
+                           subplot_titles=None if facet is None else [f"{facet} {value}" for value, _ in panels])
+    hops = sorted({str(h) for h in frame["hops"]}, key=lambda h: (h == "all", int(h) if h.isdigit() else 0, h))
+    for col, (_, part) in enumerate(panels, start=1):
+        for index, hop in enumerate(hops):
+            rows = part[part["hops"].astype(str) == hop].sort_values("length")
+            if rows.empty:
+                continue
+            name = "all" if hop == "all" else f"{hop} hops"
+            color = HOP_COLORS.get(hop, _PALETTE[index % len(_PALETTE)])
+            counts = " (n=%{customdata})" if "n" in rows else ""
+            figure.add_trace(go.Scatter(x=rows["length"], y=rows["accuracy"], mode="lines+markers", name=name,
+                                        legendgroup=name, showlegend=col == 1,
+                                        customdata=rows["n"].to_numpy() if "n" in rows else None,
+                                        line={"color": color, "width": 3 if hop == "all" else 1.5,
+                                              "dash": "solid" if hop == "all" else "dot"},
+                                        hovertemplate="%{x} tokens: %{y:.3f}" + counts + "<extra>" + name
+                                                      + "</extra>"), row=1, col=col)
+    lengths = sorted({int(length) for length in frame["length"]})
+    figure.update_xaxes(type="log", title_text="prompt length (tokens)", tickvals=lengths,
+                        ticktext=[str(length) for length in lengths])
+    figure.update_yaxes(range=[-0.02, 1.02])
+    figure.update_yaxes(title_text="accuracy", row=1, col=1)
+    figure.update_layout(legend_title="hops")
+    return figure
+
+
+def discrepancy_vs_length(frame: pd.DataFrame, bounds: pd.DataFrame | None = None) -> go.Figure:
+    """Normalised discrepancy against prompt length: one line per (layer, head), zero dotted.
+
+    Args:
+        frame: a ``psheads.discrepancy`` frame (``length, layer, head, normalised``).
+        bounds: closed-form curves to draw dashed, such as ``Construction.bounds(lengths)``:
+            ``length`` and ``upper``, optionally ``lower`` and ``margin`` (NaN where undefined).
+
+    Raises:
+        ValueError: missing columns or no rows.
+    """
+    schema.DISCREPANCY.check(frame, ["length", "layer", "head", "normalised"], "discrepancy_vs_length")
+    if frame.empty:
+        raise ValueError("discrepancy_vs_length needs at least one row.")
+    figure = go.Figure()
+    for index, ((layer, head), rows) in enumerate(frame.groupby(["layer", "head"], sort=True)):
+        rows = rows.sort_values("length")
+        figure.add_trace(go.Scatter(x=rows["length"], y=rows["normalised"], mode="lines+markers",
+                                    name=f"L{layer}H{head}", line={"color": _PALETTE[index % len(_PALETTE)]},
+                                    hovertemplate="%{x} tokens: Δ = %{y:.4g}<extra>" + f"L{layer}H{head}</extra>"))
+    if bounds is not None:
+        if not isinstance(bounds, pd.DataFrame) or not {"length", "upper"} <= set(bounds.columns):
+            raise ValueError("discrepancy_vs_length: bounds must be a DataFrame with the columns length and upper "
+                             "(and optionally lower and margin), such as Construction.bounds(lengths).")
+        curves = bounds.sort_values("length")
+        styles = {"upper": ("upper bound", "dash"), "lower": ("lower bound", "dash"), "margin": ("exact worst case", "dot")}
+        for column, (name, dash) in styles.items():
+            if column in curves and curves[column].notna().any():
+                figure.add_trace(go.Scatter(x=curves["length"], y=curves[column], mode="lines", name=name,
+                                            line={"color": "#222222", "dash": dash, "width": 1.5},
+                                            hovertemplate="%{x} tokens: %{y:.4g}<extra>" + name + "</extra>"))
+    figure.add_hline(y=0, line={"color": "#888888", "dash": "dot", "width": 1})
+    figure.update_layout(xaxis_title="prompt length (tokens)", yaxis_title="normalised discrepancy Δ",
+                         legend_title="head")
+    return figure
+
+
+def accuracy_under_ablation(frame: pd.DataFrame) -> go.Figure:
+    """Accuracy per hop count under each intervention: grouped bars, the unchanged model first.
+
+    A ``model`` column (else a ``task`` column) puts each value in its own panel, side by side;
+    interventions keep their order in the frame, so the baseline ``"none"`` comes first as
+    ``ablate`` writes it.
+
+    Args:
+        frame: a ``psheads.ablation.ablate`` frame (``intervention, hops, accuracy``; ``n`` shows on
+            hover), or several stacked with a ``model`` or ``task`` column, such as
+            ``docs/data/causal_tests.csv``.
+
+    Raises:
+        ValueError: missing columns, no rows, or two rows for one (panel, intervention, hop count).
+    """
+    schema.ABLATION.check(frame, ["intervention", "hops", "accuracy"], "accuracy_under_ablation")
+    if frame.empty:
+        raise ValueError("accuracy_under_ablation needs at least one row.")
+    facet = next((column for column in ("model", "task") if column in frame.columns), None)
+    keys = ["intervention", "hops"] if facet is None else [facet, "intervention", "hops"]
+    if frame.duplicated(keys).any():
+        raise ValueError(f"accuracy_under_ablation needs one row per {tuple(keys)}; this frame repeats some.")
+    panels = [(None, frame)] if facet is None else list(frame.groupby(facet, sort=False))
+    figure = make_subplots(rows=1, cols=len(panels), shared_yaxes=True,
+                           subplot_titles=None if facet is None else [f"{facet} {value}" for value, _ in panels])
+    hops = sorted({str(h) for h in frame["hops"]}, key=lambda h: (h == "all", int(h) if h.isdigit() else 0, h))
+    names = list(dict.fromkeys(frame["intervention"].astype(str)))
+    for col, (_, part) in enumerate(panels, start=1):
+        for index, name in enumerate(names):
+            rows = part[part["intervention"].astype(str) == name]
+            rows = rows.assign(hops=rows["hops"].astype(str)).set_index("hops").reindex(hops)
+            color = "#7f7f7f" if name == "none" else _PALETTE[index % len(_PALETTE)]
+            counts = " (n=%{customdata})" if "n" in rows else ""
+            figure.add_trace(go.Bar(x=[h if h == "all" else f"{h} hops" for h in hops], y=rows["accuracy"],
+                                    name=name, legendgroup=name, showlegend=col == 1, marker_color=color,
+                                    customdata=rows["n"].to_numpy() if "n" in rows else None,
+                                    hovertemplate="%{x}: %{y:.3f}" + counts + "<extra>" + name + "</extra>"),
+                             row=1, col=col)
+    figure.update_yaxes(range=[0, 1.02])
+    figure.update_yaxes(title_text="accuracy", row=1, col=1)
+    figure.update_layout(barmode="group", legend_title="intervention")
+    return figure

@@ -138,3 +138,31 @@ GEOMETRY = FrameSchema("geometry", (
     Column("dims", "tuple", "head dimensions of the plane"),
 ))
 """``RopeLens.geometry_frame``."""
+
+DISCREPANCY = FrameSchema("discrepancy", (
+    Column("length", "int", "prompt length in tokens (the query included)"),
+    Column("layer", "int", "layer index"),
+    Column("head", "int", "query head"),
+    Column("discrepancy", "float", "min over prompts of target logit − largest other visible logit"),
+    Column("normalised", "float", "min over prompts of the pre-cap margin / (scale·‖q‖·max_j‖k_j‖)"),
+    Column("mean_margin", "float", "mean over prompts of the logit margin"),
+    Column("mean_normalised", "float", "mean over prompts of the normalised margin"),
+    Column("n", "int", "prompts"),
+))
+"""``discrepancy``: one row per length, layer and head."""
+
+ABLATION = FrameSchema("ablate", (
+    Column("intervention", "str", "name of the intervention ('none': the unchanged model)"),
+    Column("hops", "str", "hop count '1', '2', … or 'all'"),
+    Column("accuracy", "float", "next-token accuracy on fresh test prompts under the intervention"),
+    Column("n", "int", "test prompts"),
+))
+"""``psheads.ablation.ablate``: one row per intervention and hop count."""
+
+LENGTH_GENERALIZATION = FrameSchema("length_generalization", (
+    Column("length", "int", "total prompt length in tokens (extra_target + n_target + n_pre + 1)"),
+    Column("hops", "str", "hop count '1', '2', … or 'all'"),
+    Column("accuracy", "float", "next-token accuracy (argmax over the answer vocabulary by default)"),
+    Column("n", "int", "prompts"),
+))
+"""``length_generalization``: one row per length and hop count (the shipped ``length_generalization.csv``)."""

@@ -225,6 +225,9 @@ class Pretrained:
         evaluation: accuracy per hop count of the shipped weights (``hops, accuracy, n``; None for an LLM).
         dynamics: learning dynamics per checkpoint, layer and head (None for an LLM).
         info: the training record (``training_config.json``), or for an LLM its source, directory and terms.
+        length_generalization: accuracy per prompt length and hop count (``length, hops, accuracy, n``;
+            ``psheads.lengthgen.length_generalization`` as ``scripts/length_generalization.py`` ran it, with
+            its settings and timings in ``length_generalization.json`` beside it), None when not shipped.
     """
 
     model: Any
@@ -232,6 +235,7 @@ class Pretrained:
     evaluation: pd.DataFrame | None
     dynamics: pd.DataFrame | None
     info: dict
+    length_generalization: pd.DataFrame | None = None
 
 
 def load_pretrained(name: str, dtype: torch.dtype = torch.float32, device: str = "cpu", backend: str = "bridge",
@@ -263,12 +267,14 @@ def load_pretrained(name: str, dtype: torch.dtype = torch.float32, device: str =
     if not (directory / "config.json").exists():
         raise FileNotFoundError(f"The shipped model {name!r} is missing from {directory}; reinstall psheads.")
     info = json.loads((directory / "training_config.json").read_text())
+    curve = directory / "length_generalization.csv"
     return Pretrained(
         model=boot_local(directory, dtype=dtype, device=device, backend=backend),
         task=get_task(info["task"], **info.get("task_options", {})),
         evaluation=pd.read_csv(directory / "evaluation.csv", dtype={"hops": str}),
         dynamics=pd.read_csv(directory / "dynamics.csv"),
         info=info,
+        length_generalization=pd.read_csv(curve, dtype={"hops": str}) if curve.is_file() else None,
     )
 
 

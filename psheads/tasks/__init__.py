@@ -1,5 +1,6 @@
 """Tasks: paper B's multi-hop number and letter tasks, their few-shot versions for pretrained LLMs
-with paper A's Binding task, and a registry for your own.
+with paper A's Binding task, the canonical Index, Retrieval and partial-induction tasks, and a
+registry for your own.
 
 A task has a ``name``, a ``vocabulary`` (word i is token id i) and ``generate(n, seed)``
 returning a ``TaskBatch``. ``register_task(name, factory)`` adds one; ``get_task(name)``
@@ -16,15 +17,19 @@ from psheads.tasks.base import (
     task_tokenizer,
     word_tokenizer,
 )
+from psheads.tasks.canonical import IndexTask, PartialInductionTask, RetrievalTask
 from psheads.tasks.llm import BindingTask, LLMLetterTask, LLMNumberTask
 from psheads.tasks.multihop import LetterTask, NumberTask
 
 __all__ = [
     "BindingTask",
+    "IndexTask",
     "LLMLetterTask",
     "LLMNumberTask",
     "LetterTask",
     "NumberTask",
+    "PartialInductionTask",
+    "RetrievalTask",
     "Task",
     "TaskBatch",
     "available_tasks",

@@ -1,0 +1,83 @@
+"""``psheads lengthgen``, in-process."""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+import pytest
+
+from psheads import cli, zoo
+from psheads.lengthgen import length_generalization
+from tests import helpers
+
+SHIPPED = all((zoo.PRETRAINED_DIR / name / "config.json").exists() for name in zoo.PRETRAINED)
+
+
+@pytest.fixture(scope="module")
+def directory(tmp_path_factory: pytest.TempPathFactory):
+    """A tiny GPT-J with room for the number task's 136 tokens and a context of 200."""
+    return helpers.save_tiny("gptj", tmp_path_factory.mktemp("m"), vocab_size=136, n_positions=200)
+
+
+def test_csv_and_offline_figure_match_the_library(directory, tmp_path, capsys) -> None:
+    out, figure = tmp_path / "curve.csv", tmp_path / "curve.html"
+    args = ["lengthgen", str(directory), "--task", "number", "--lengths", "17", "30", "--n", "8", "--seed", "2",
+            "--token-budget", "64", "--out", str(out), "--figure", str(figure), "--quiet"]
+    assert cli.main(args) == 0
+    frame = pd.read_csv(out, dtype={"hops": str})
+    expected = length_generalization(zoo.boot_local(directory), "number", [17, 30], n=8, seed=2, progress=False)
+    pd.testing.assert_frame_equal(frame, expected, check_exact=False, atol=1e-12)
+    assert frame["hops"].tolist() == ["1", "2", "3", "4", "all"] * 2 and frame["n"].tolist()[-1] == 8
+    html = figure.read_text()
+    assert 'src="https://cdn.plot.ly' not in html and len(html) > 1_000_000  # plotly.js inline: opens offline
+    assert '"name":"all"' in html.replace(" ", "")
+    printed = capsys.readouterr().out
+    assert f"wrote 10 rows to {out}" in printed and "argmax over the answer vocabulary" in printed
+
+
+def test_parquet_keeps_the_settings(directory, tmp_path) -> None:
+    out = tmp_path / "curve.parquet"
+    assert cli.main(["lengthgen", str(directory), "--task", "letter", "--lengths", "20", "--n", "4",
+                     "--answers", "vocabulary", "--out", str(out), "--quiet"]) == 0
+    frame = pd.read_parquet(out)
+    assert frame["length"].tolist() == [20] * 5
+    assert frame.attrs["task"] == "letter" and frame.attrs["n"] == 4 and frame.attrs["answers"] == "vocabulary"
+    assert frame.attrs["n_candidates"] is None and frame.attrs["context"] == 200
+
+
+def test_outputs_are_checked_before_any_work(directory, tmp_path, monkeypatch) -> None:
+    calls = []
+    monkeypatch.setattr(cli, "_load", lambda model: calls.append(model))
+    base = ["lengthgen", str(directory), "--task", "number", "--lengths", "17", "--quiet"]
+    with pytest.raises(SystemExit, match=r"cannot write --out .*nope does not exist"):
+        cli.main([*base, "--out", str(tmp_path / "nope" / "curve.csv")])
+    with pytest.raises(SystemExit, match=r"cannot write --figure .*nope does not exist"):
+        cli.main([*base, "--figure", str(tmp_path / "nope" / "curve.html")])
+    with pytest.raises(SystemExit, match=r"\.csv or \.parquet"):
+        cli.main([*base, "--out", str(tmp_path / "curve.txt")])
+    with pytest.raises(SystemExit, match="as HTML"):
+        cli.main([*base, "--figure", str(tmp_path / "curve.png")])
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # as if pyarrow were not installed
+    with pytest.raises(SystemExit, match="parquet needs pyarrow"):
+        cli.main([*base, "--out", str(tmp_path / "curve.parquet")])
+    assert calls == []
+
+
+def test_bad_lengths_and_missing_task_exit_cleanly(directory, capsys) -> None:
+    assert cli.main(["lengthgen", str(directory), "--task", "number", "--lengths", "12", "--quiet"]) == 2
+    assert "possible lengths are 17…200" in capsys.readouterr().err
+    assert cli.main(["lengthgen", str(directory), "--task", "number", "--lengths", "300", "--quiet"]) == 2
+    assert "context of 200 tokens" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="pass --task"):
+        cli.main(["lengthgen", str(directory), "--lengths", "17", "--quiet"])
+    with pytest.raises(SystemExit):  # --lengths is required
+        cli.main(["lengthgen", str(directory)])
+
+
+@pytest.mark.skipif(not SHIPPED, reason="the trained models are not shipped in this checkout")
+def test_a_shipped_model_uses_its_own_task(capsys) -> None:
+    assert cli.main(["lengthgen", "letter", "--lengths", "17", "33", "--n", "8", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "on the letter task (8 prompts per length" in out
+    assert out.splitlines()[-2].split() == ["17", "1.000", "1.000", "1.000", "1.000", "1.000"]
