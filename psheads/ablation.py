@@ -152,12 +152,6 @@ def random_heads(model_or_lens: Any, count: int, seed: int = 0, exclude: Iterabl
     return tuple(sorted(pool[i] for i in order.tolist()))
 
 
-def _output_site(lens: RopeLens, layer: int) -> HookSite:
-    """Where a head's output z ``[batch, pos, head, d_head]`` is read and replaced (TransformerLens' ``hook_z``,
-    which both backends fire)."""
-    return HookSite(f"blocks.{layer}.attn.hook_z", "bshd", lens.layers[layer].d_head)
-
-
 def _check_against(lens: RopeLens, intervention: Intervention) -> None:
     """Raise ``ValueError`` if the intervention names a layer, head or plane the model lacks."""
     for layer, head in intervention.heads:
@@ -188,7 +182,7 @@ def head_means(lens: RopeLens, tokens: Int[Tensor, "batch pos"], layers: Sequenc
 
         return hook
 
-    hooks = [(site.name, recorder(layer, site)) for layer, site in ((l, _output_site(lens, l)) for l in layers)]
+    hooks = [(site.name, recorder(layer, site)) for layer, site in ((layer, _site(lens, layer)) for layer in layers)]
     device = lens.backend.device
     with lens.model.hooks(fwd_hooks=hooks):
         for start in range(0, len(tokens), batch_size):
@@ -196,6 +190,11 @@ def head_means(lens: RopeLens, tokens: Int[Tensor, "batch pos"], layers: Sequenc
             if bar is not None:
                 bar.update(1)
     return {layer: total / len(tokens) for layer, total in sums.items()}
+
+
+def _site(lens: RopeLens, layer: int) -> HookSite:
+    """Where the heads' outputs z of ``layer`` are read and replaced."""
+    return lens.backend.output_site(layer, lens.layers[layer].d_head)
 
 
 def _replacer(site: HookSite, heads: list[int], mean: Float[Tensor, "pos head d_head"]) -> Any:
@@ -233,7 +232,7 @@ def applied(lens: RopeLens, intervention: Intervention,
             if missing:
                 raise ValueError(f"Intervention {intervention.name!r}: no head means for layers {missing}; compute "
                                  "them with head_means.")
-            hooks = [(_output_site(lens, layer).name, _replacer(_output_site(lens, layer), heads, means[layer]))
+            hooks = [(_site(lens, layer).name, _replacer(_site(lens, layer), heads, means[layer]))
                      for layer, heads in by_layer.items()]
             stack.enter_context(lens.model.hooks(fwd_hooks=hooks))
         yield

@@ -222,6 +222,11 @@ class Backend:
         """Run the model on ``tokens`` (its output is not needed)."""
         self.model(tokens)
 
+    def output_site(self, layer: int, d_head: int) -> HookSite:
+        """Where each head's output z (``[batch, pos, head, d_head]``, the attention-weighted values
+        before the output projection) can be read and replaced: ``hook_z``, which both backends fire."""
+        return HookSite(f"blocks.{layer}.attn.hook_z", "bshd", d_head)
+
     # --- per-layer hook plumbing (subclasses) ---------------------------------------------
     def qk_site(self, layer: int, which: str) -> HookSite:
         """Where pre-rotary ``which`` ("q" or "k") of ``layer`` can be read and edited."""

@@ -29,7 +29,7 @@ from psheads import schema, validation
 from psheads.backends import preserved_state
 from psheads.evaluation import batch_accuracy, check_model, context_length, progress_bar, task_for_model, with_window
 from psheads.scoring import versions
-from psheads.tasks import LetterTask, NumberTask, Task, checked_batch
+from psheads.tasks import Task, checked_batch
 
 logger = logging.getLogger(__name__)
 
@@ -44,18 +44,17 @@ DEFAULT_TOKEN_BUDGET = 8192
 
 
 def answer_vocabulary(task: Task) -> Int[Tensor, " c"]:
-    """The token ids a multi-hop task's answer can take: its target-window alphabet.
+    """The token ids a multi-hop task's answer can take: ids ``0…task.n_answers − 1``.
 
-    ``NumberTask``: the ``n_symbols`` symbols (ids 0…n_symbols−1); ``LetterTask``: the
-    letter·integer pairs (ids 0…n_letters·n_ints−1). Both vocabularies list these first.
+    ``NumberTask``: the ``n_symbols`` symbols; ``LetterTask``: the letter·integer pairs. Both
+    vocabularies list these first; any task with a positive ``n_answers`` works the same way.
 
     Raises:
         ValueError: any other task (pass ``answers="vocabulary"`` to ``length_generalization``).
     """
-    if isinstance(task, NumberTask):
-        return torch.arange(len(task.symbols))
-    if isinstance(task, LetterTask):
-        return torch.arange(len(task.letters) * task.n_ints)
+    n_answers = getattr(task, "n_answers", None)
+    if isinstance(n_answers, int) and n_answers > 0:
+        return torch.arange(n_answers)
     raise ValueError(f"Task {getattr(task, 'name', type(task).__name__)!r}: no known answer vocabulary (only the number "
                      "and letter tasks have one); pass answers='vocabulary' for the whole-vocabulary argmax.")
 

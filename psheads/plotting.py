@@ -323,7 +323,8 @@ def discrepancy_vs_length(frame: pd.DataFrame, bounds: pd.DataFrame | None = Non
     """Normalised discrepancy against prompt length: one line per (layer, head), zero dotted.
 
     Args:
-        frame: a ``psheads.discrepancy`` frame (``length, layer, head, normalised``).
+        frame: a ``psheads.discrepancy`` frame (``length, layer, head, normalised``); with a
+            ``model`` column (frames of several models stacked), one line per model, layer and head.
         bounds: closed-form curves to draw dashed, such as ``Construction.bounds(lengths)``:
             ``length`` and ``upper``, optionally ``lower`` and ``margin`` (NaN where undefined).
 
@@ -334,11 +335,14 @@ def discrepancy_vs_length(frame: pd.DataFrame, bounds: pd.DataFrame | None = Non
     if frame.empty:
         raise ValueError("discrepancy_vs_length needs at least one row.")
     figure = go.Figure()
-    for index, ((layer, head), rows) in enumerate(frame.groupby(["layer", "head"], sort=True)):
+    keys = (["model"] if "model" in frame.columns else []) + ["layer", "head"]
+    for index, (key, rows) in enumerate(frame.groupby(keys, sort=True)):
+        *model, layer, head = key
+        name = " ".join([*map(str, model), f"L{layer}H{head}"])
         rows = rows.sort_values("length")
         figure.add_trace(go.Scatter(x=rows["length"], y=rows["normalised"], mode="lines+markers",
-                                    name=f"L{layer}H{head}", line={"color": _PALETTE[index % len(_PALETTE)]},
-                                    hovertemplate="%{x} tokens: Δ = %{y:.4g}<extra>" + f"L{layer}H{head}</extra>"))
+                                    name=name, line={"color": _PALETTE[index % len(_PALETTE)]},
+                                    hovertemplate="%{x} tokens: Δ = %{y:.4g}<extra>" + name + "</extra>"))
     if bounds is not None:
         if not isinstance(bounds, pd.DataFrame) or not {"length", "upper"} <= set(bounds.columns):
             raise ValueError("discrepancy_vs_length: bounds must be a DataFrame with the columns length and upper "
@@ -397,4 +401,45 @@ def accuracy_under_ablation(frame: pd.DataFrame) -> go.Figure:
     figure.update_yaxes(range=[0, 1.02])
     figure.update_yaxes(title_text="accuracy", row=1, col=1)
     figure.update_layout(barmode="group", legend_title="intervention")
+    return figure
+
+
+def accuracy_by_band(frame: pd.DataFrame) -> go.Figure:
+    """Test accuracy per task and frequency band of a gated training sweep: an annotated heatmap.
+
+    Each cell is the mean over seeds of the runs' accuracy (each run counted once, however many
+    heads it has), annotated ``mean ± spread`` where the spread is half the range over seeds;
+    hovering shows the band's planes and the number of seeds. Tasks (rows) and bands (columns)
+    keep their order in the frame.
+
+    Args:
+        frame: a ``psheads.sweep.gating_sweep`` frame (``task, band, seed, accuracy``; ``planes``
+            shows on hover), such as ``docs/data/gating_sweep.csv``.
+
+    Raises:
+        ValueError: missing columns, no rows, or one run with two different accuracies.
+    """
+    schema.GATING_SWEEP.check(frame, ["task", "band", "seed", "accuracy"], "accuracy_by_band")
+    if frame.empty:
+        raise ValueError("accuracy_by_band needs at least one row.")
+    runs = frame.drop_duplicates(["task", "band", "seed", "accuracy"])
+    if runs.duplicated(["task", "band", "seed"]).any():
+        raise ValueError("accuracy_by_band: a (task, band, seed) run has several different accuracies.")
+    summary = runs.groupby(["task", "band"], sort=False)["accuracy"].agg(["mean", "min", "max", "count"])
+    tasks = list(dict.fromkeys(runs["task"]))
+    bands = list(dict.fromkeys(runs["band"]))
+    mean = summary["mean"].unstack("band").reindex(index=tasks, columns=bands)
+    spread = ((summary["max"] - summary["min"]) / 2).unstack("band").reindex(index=tasks, columns=bands)
+    count = summary["count"].unstack("band").reindex(index=tasks, columns=bands)
+    planes = (runs.drop_duplicates("band").set_index("band")["planes"].reindex(bands).astype(str).tolist()
+              if "planes" in runs else [""] * len(bands))
+    text = [["" if pd.isna(m) else f"{m:.2f} ± {s:.2f}" for m, s in zip(mean.loc[t], spread.loc[t])] for t in tasks]
+    custom = [[[planes[j], "" if pd.isna(count.loc[t].iloc[j]) else int(count.loc[t].iloc[j])]
+               for j in range(len(bands))] for t in tasks]
+    figure = go.Figure(go.Heatmap(
+        z=mean.to_numpy(), x=bands, y=tasks, zmin=0, zmax=1, colorscale="Viridis", text=text,
+        texttemplate="%{text}", customdata=custom, colorbar={"title": "accuracy"},
+        hovertemplate="%{y}, band %{x} (planes %{customdata[0]}): %{z:.3f} over %{customdata[1]} seeds<extra></extra>"))
+    figure.update_layout(xaxis_title="frequency band the heads may use", yaxis_title="task",
+                         yaxis={"autorange": "reversed"})
     return figure

@@ -166,3 +166,16 @@ LENGTH_GENERALIZATION = FrameSchema("length_generalization", (
     Column("n", "int", "prompts"),
 ))
 """``length_generalization``: one row per length and hop count (the shipped ``length_generalization.csv``)."""
+
+GATING_SWEEP = FrameSchema("gating_sweep", (
+    Column("task", "str", "registered task name"),
+    Column("band", "str", "frequency band the heads were trained with ('all': ungated; 'fast+zero': a union)"),
+    Column("planes", "str", "the band's frequency IDs, space-separated (0 = unrotated dims), or 'all'"),
+    Column("seed", "int", "training seed (initialisation and data)"),
+    Column("steps", "int", "optimizer steps"),
+    *_HEAD[:2],
+    Column("accuracy", "float", "the run's test accuracy (all prompts; repeated on each of its heads)"),
+    *(column for column in SCORES.columns if column.name in ("positional", "symbolic", "positional_std",
+                                                              "symbolic_std", "label")),
+))
+"""``psheads.sweep.gating_sweep``: one row per task, band, seed, layer and head (``docs/data/gating_sweep.csv``)."""

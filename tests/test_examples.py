@@ -16,3 +16,13 @@ def test_quickstart(capsys) -> None:
     out = capsys.readouterr().out
     assert "M diagonal equals the model's logit row: True" in out
     torch.testing.assert_close(result["edited"], result["gated"], atol=1e-5, rtol=0)
+
+
+def test_frequencies_and_causality(capsys) -> None:
+    """Gating the fast planes of the number model's positional heads breaks it, and only it."""
+    namespace = runpy.run_path(str(EXAMPLES / "frequencies_and_causality.py"))
+    table = namespace["main"](n=64)
+    assert "(1, 0), (2, 0), (3, 0), (4, 0)" in capsys.readouterr().out
+    assert table.loc["none", "number"] == 1.0 and table.loc["slow planes 61-64", "number"] == 1.0
+    assert table.loc["fast planes 1-4", "number"] < 0.7
+    assert table.loc["fast planes 1-4", "letter"] > 0.95

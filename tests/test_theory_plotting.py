@@ -52,3 +52,12 @@ def test_bad_inputs_are_refused() -> None:
         discrepancy_vs_length(frame().iloc[:0])
     with pytest.raises(ValueError, match="bounds must be a DataFrame with the columns length and upper"):
         discrepancy_vs_length(frame(), bounds=pd.DataFrame({"length": [1]}))
+
+
+def test_stacked_models_get_one_line_per_model_and_head() -> None:
+    stacked = pd.concat([frame().assign(model="number"), frame().assign(model="letter")], ignore_index=True)
+    stacked.loc[stacked["model"] == "letter", "normalised"] += 1.0
+    names = {trace.name: trace for trace in discrepancy_vs_length(stacked).data}
+    assert set(names) == {"letter L0H0", "letter L1H2", "number L0H0", "number L1H2"}
+    assert list(names["letter L0H0"].y) == pytest.approx([1.3, 1.1])
+    assert list(names["number L0H0"].y) == pytest.approx([0.3, 0.1])

@@ -53,8 +53,9 @@ class _MultiHopTask:
     def vocabulary(self) -> list[str]:  # pragma: no cover - defined by each task
         raise NotImplementedError
 
-    def _n_answers(self) -> int:
-        """Number of distinct answer tokens (ids 0…n−1 of the vocabulary)."""
+    @property
+    def n_answers(self) -> int:
+        """Number of distinct answer tokens: the target-window alphabet, ids 0…n_answers−1 of the vocabulary."""
         raise NotImplementedError
 
     def _row(self, hops: int, answer: int, answer_token: int, first_pre: int, query: int,
@@ -75,7 +76,7 @@ class _MultiHopTask:
         for hops in hop_counts.unique().tolist():
             rows = (hop_counts == hops).nonzero().flatten()
             answer_slots[rows] = balanced(list(range(self.n_target)), len(rows), generator)
-            answer_tokens[rows] = balanced(list(range(self._n_answers())), len(rows), generator)
+            answer_tokens[rows] = balanced(list(range(self.n_answers)), len(rows), generator)
         tokens = torch.stack([
             self._row(int(hop_counts[row]), offset + int(answer_slots[row]), int(answer_tokens[row]), first_pre,
                       query, generator)
@@ -123,7 +124,9 @@ class NumberTask(_MultiHopTask):
         """Symbols, then the integers 1…max_int."""
         return self.symbols + [str(v) for v in range(1, self.max_int + 1)]
 
-    def _n_answers(self) -> int:
+    @property
+    def n_answers(self) -> int:
+        """The ``n_symbols`` symbols."""
         return self.n_symbols
 
     def _row(self, hops: int, answer: int, answer_token: int, first_pre: int, query: int,
@@ -184,7 +187,9 @@ class LetterTask(_MultiHopTask):
     def _pair_id(self, first: int, second: int) -> int:
         return self.n_letters * self.n_ints + first * self.n_letters + second
 
-    def _n_answers(self) -> int:
+    @property
+    def n_answers(self) -> int:
+        """The letter·integer pairs."""
         return self.n_letters * self.n_ints
 
     def _row(self, hops: int, answer: int, answer_token: int, first_pre: int, query: int,
