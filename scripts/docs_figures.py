@@ -1,14 +1,17 @@
-"""The figures of the Length generalization page, drawn from the shipped tables (no model runs).
+"""The figures of the Length generalization and Frequencies and causality pages, drawn from the
+shipped tables (no model runs).
 
-Reads the shipped curves (``psheads/pretrained/<model>/length_generalization.csv``) and the tables
-of ``scripts/why_number_fails.py`` (``docs/data/lengthgen_discrepancy.csv``), and writes
-standalone HTML figures to ``docs/data`` (plotly.js from its CDN):
+Reads the shipped curves (``psheads/pretrained/<model>/length_generalization.csv``), the tables of
+``scripts/why_number_fails.py``, ``scripts/causal_tests.py`` and ``scripts/gating_sweep.py`` in
+``docs/data``, and writes standalone HTML figures there (plotly.js from its CDN):
 
 - ``lengthgen_curves.html``: accuracy against length per hop count, one panel per model;
 - ``lengthgen_discrepancy.html``: the normalised worst-case margin of the answer's key against
-  length, for the number model's positional layers 1–4 and the letter model's layer 0.
+  length, for the number model's positional layers 1–4 and the letter model's layer 0;
+- ``causal_tests.html``: accuracy per hop count under each intervention, one panel per model;
+- ``gating_sweep.html``: accuracy of the gated models, task × frequency band.
 
-    python scripts/length_figures.py
+    python scripts/docs_figures.py
 """
 
 from __future__ import annotations
@@ -45,6 +48,12 @@ def main(argv: list[str] | None = None) -> None:
     figure.update_layout(title="Worst-case margin of the answer's key, 1-hop prompts (64 per length)",
                          legend_title="model, head")
     figure.write_html(args.data / "lengthgen_discrepancy.html", include_plotlyjs="cdn")
+
+    causal = pd.read_csv(args.data / "causal_tests.csv", dtype={"hops": str})
+    psheads.plotting.accuracy_under_ablation(causal).write_html(args.data / "causal_tests.html",
+                                                                include_plotlyjs="cdn")
+    sweep = pd.read_csv(args.data / "gating_sweep.csv")
+    psheads.plotting.accuracy_by_band(sweep).write_html(args.data / "gating_sweep.html", include_plotlyjs="cdn")
 
 
 if __name__ == "__main__":
