@@ -13,6 +13,7 @@ from typing import Any, get_args
 
 import torch
 
+import psheads
 from psheads import schema
 from psheads.methods import score_methods
 from psheads.references import PAPER_B_FREQUENCY_ID
@@ -279,6 +280,7 @@ def _add_prompt_options(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The ``psheads`` argument parser."""
     parser = argparse.ArgumentParser(prog="psheads", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"psheads {psheads.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="the main job: score and profile the shipped models (or a random GPT-J), "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+import psheads
 from psheads import cli, zoo
 from tests import helpers
 
@@ -88,3 +89,10 @@ def test_text_outside_a_task_vocabulary_warns(tmp_path) -> None:
     prompts.write_text("The cat sat on the mat\n")
     with pytest.warns(UserWarning, match="outside the model's vocabulary.*task's own words"):
         assert cli.main(["score", "number", "--prompts-file", str(prompts), "--quiet"]) == 0
+
+
+def test_version_prints_the_package_version(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"psheads {psheads.__version__}"
