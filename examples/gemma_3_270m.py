@@ -324,7 +324,7 @@ def main(out: str | Path | None = None, quick: bool = False, refresh_text: bool 
     for name, frame in tables.items():
         _write(frame, out / name)
     for name, figure in figures(scores, per_plane).items():
-        figure.write_html(out / name, include_plotlyjs="cdn", full_html=True, config={"displaylogo": False})
+        figure.write_html(out / name, include_plotlyjs="directory", full_html=True, config={"displaylogo": False})
     if not analyse_only:
         run["timings_s"]["total"] = round(time.perf_counter() - start, 1)
         (out / "gemma_run.json").write_text(json.dumps(run, indent=2) + "\n")

@@ -11,15 +11,7 @@ import pandas as pd
 
 from psheads import RopeLens, frequency_profile, load_pretrained, score_heads
 from psheads.references import PAPER_B_FREQUENCY_ID
-
-
-def first_step(evaluation: pd.DataFrame, threshold: float) -> dict[str, int | None]:
-    """Per hop class: the first checkpoint whose accuracy reaches ``threshold``."""
-    out = {}
-    for hops, rows in evaluation.groupby("hops", sort=True):
-        reached = rows[rows["accuracy"] >= threshold]["step"]
-        out[str(hops)] = int(reached.min()) if len(reached) else None
-    return out
+from psheads.report import learned_at
 
 
 def main() -> None:
@@ -34,9 +26,11 @@ def main() -> None:
         prompts = shipped.task.generate(args.prompts, seed=2024).tokens
         scores = score_heads(lens, prompts, progress=False)
         profile = frequency_profile(lens, prompts, progress=False).heads
+        paper_b_style = frequency_profile(lens, prompts, progress=False, weighting="softmax", scale=False).heads
         table = scores[["layer", "positional", "symbolic", "positional_std", "symbolic_std", "entropy", "label"]].copy()
         table["dominant_plane"] = profile["dominant_plane"].to_numpy()
         table["mean_frequency_id"] = profile["mean_frequency_id"].round(1).to_numpy()
+        table["softmax_id"] = paper_b_style["mean_frequency_id"].round(1).to_numpy()
         table["paper_B_id"] = PAPER_B_FREQUENCY_ID[name]
         print(f"\n===== {name}: shipped accuracy =====")
         print(shipped.evaluation.to_string(index=False))
@@ -46,10 +40,8 @@ def main() -> None:
         evaluation = record.groupby("step")[[c for c in record.columns if c.startswith("accuracy_")]].first()
         print(f"\n===== {name}: accuracy per hop over training =====")
         print(evaluation.to_string(float_format=lambda x: f"{x:.3f}"))
-        long = evaluation.reset_index().melt(id_vars="step", var_name="hops", value_name="accuracy")
-        long["hops"] = long["hops"].str.replace("accuracy_", "")
         for threshold in (0.5, 0.9, 0.99):
-            print(f"first checkpoint with accuracy ≥ {threshold}: {first_step(long, threshold)}")
+            print(f"first checkpoint with accuracy ≥ {threshold}: {learned_at(record, threshold)}")
         labels = record.pivot_table(index="step", columns="layer", values="label", aggfunc="first")
         print(f"\n===== {name}: labels per layer over training (dynamics prompts) =====")
         print(labels.to_string())

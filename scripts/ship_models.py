@@ -1,4 +1,4 @@
-"""Maintainer script: ship trained runs inside the package (psheads/pretrained/<task>).
+"""Maintainer script: ship trained runs inside the package (src/psheads/pretrained/<task>).
 
 For each task it exports the run's final checkpoint in fp16 (no optimizer state), copies the
 learning-dynamics table, re-measures accuracy per hop count *after the cast* on a fresh test set

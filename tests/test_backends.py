@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pandas as pd
 import pytest
 import torch
+import transformers
 from transformer_lens.hook_points import HookPoint
 
 import psheads
@@ -441,7 +443,7 @@ def test_generic_attention_without_table_hooks_is_refused(model_factory, monkeyp
 def test_rejects_non_rope_and_non_transformerlens_models(model_factory) -> None:
     with pytest.raises(ValueError, match="does not use rotary position embeddings"):
         backend_for(model_factory("gpt2"))
-    with pytest.raises(TypeError, match="boot_transformers"):
+    with pytest.raises(TypeError, match="already wrapped by a TransformerBridge"):
         backend_for(model_factory("llama").original_model)
     with pytest.raises(TypeError, match="needs a TransformerLens model .* got object"):
         backend_for(object())
@@ -655,3 +657,86 @@ def test_model_left_unchanged_by_captures_even_after_errors(model_factory, famil
         assert adapter.capture(tokens, [1])[1].q.shape[:2] == (2, N_POS)
     finally:
         model.eval()
+
+
+# --- Hugging Face models ----------------------------------------------------------------------
+def _hf_snapshot(model: torch.nn.Module) -> dict:
+    """Everything psheads must leave alone on a user's Hugging Face model."""
+    return {
+        "params": [(name, id(p), p.dtype, p.device, p.detach().clone()) for name, p in model.named_parameters()],
+        "buffers": [(name, id(b), b.detach().clone()) for name, b in model.named_buffers()],
+        "modules": [(name, type(m).__name__, id(m)) for name, m in model.named_modules()],
+        "hooks": [(len(m._forward_hooks), len(m._forward_pre_hooks)) for m in model.modules()],
+        "training": [m.training for m in model.modules()],
+        "attention": model.config._attn_implementation,
+    }
+
+
+def _assert_same_snapshot(before: dict, after: dict) -> None:
+    assert [entry[:4] for entry in after["params"]] == [entry[:4] for entry in before["params"]]
+    assert all(torch.equal(a[4], b[4]) for a, b in zip(after["params"], before["params"]))
+    assert [entry[:2] for entry in after["buffers"]] == [entry[:2] for entry in before["buffers"]]
+    assert all(torch.equal(a[2], b[2]) for a, b in zip(after["buffers"], before["buffers"]))
+    for key in ("modules", "hooks", "training", "attention"):
+        assert after[key] == before[key], key
+
+
+@pytest.fixture
+def hf_llama(tmp_path) -> tuple[Any, Any]:
+    directory = helpers.save_tiny("llama", tmp_path / "m")
+    model = transformers.AutoModelForCausalLM.from_pretrained(directory)
+    return model, directory
+
+
+@pytest.mark.parametrize("family", ["gptj", "llama"])
+def test_hf_model_scores_like_its_bridge_and_is_left_unchanged(tmp_path, family: str) -> None:
+    directory = helpers.save_tiny(family, tmp_path / "m")
+    model = transformers.AutoModelForCausalLM.from_pretrained(directory)
+    model.train()  # a mode the analysis must switch off and restore
+    seen = []
+    model.register_forward_hook(lambda module, args, output: seen.append(1))
+    before = _hf_snapshot(model)
+    prompts = tokens_of(n_pos=9, batch=3)
+    scores = psheads.score_heads(model, prompts)
+    profile = psheads.frequency_profile(model, prompts)
+    _assert_same_snapshot(before, _hf_snapshot(model))
+    assert not seen, "the user's own model was run"
+    bridge = helpers.boot_bridge(directory)
+    pd.testing.assert_frame_equal(scores, psheads.score_heads(bridge, prompts), check_like=False, check_exact=False,
+                                  rtol=1e-9, atol=1e-12)
+    pd.testing.assert_frame_equal(profile.planes, psheads.frequency_profile(bridge, prompts).planes, rtol=1e-9,
+                                  atol=1e-12)
+
+
+def test_hf_model_bridge_is_reused_until_the_weights_change(hf_llama) -> None:
+    model, _ = hf_llama
+    bridge = psheads.backends.as_bridge(model)
+    assert psheads.backends.as_bridge(model) is bridge
+    assert backend_for(model).model is bridge
+    assert bridge.original_model is not model and bridge.cfg.model_name == model.name_or_path
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)
+    rebuilt = psheads.backends.as_bridge(model)
+    assert rebuilt is not bridge
+    assert torch.equal(next(rebuilt.original_model.parameters()), next(model.parameters()))
+
+
+def test_hf_model_keeps_its_dtype(tmp_path) -> None:
+    directory = helpers.save_tiny("llama", tmp_path / "m")
+    model = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=torch.bfloat16)
+    bridge = psheads.backends.as_bridge(model)
+    assert backend_for(bridge).dtype == torch.bfloat16
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+
+
+def test_hf_model_without_a_tokenizer_source_needs_one(hf_llama) -> None:
+    _, directory = hf_llama
+    built = transformers.AutoModelForCausalLM.from_config(helpers.hf_config("llama"))
+    with pytest.raises(ValueError, match="no name_or_path to load its tokenizer from"):
+        psheads.score_heads(built, tokens_of())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    bridge = psheads.backends.as_bridge(built, tokenizer=tokenizer)
+    assert bridge.tokenizer is not None
+    assert len(psheads.score_heads(bridge, ["t1 t2 t3 t4 t5"])) == 2 * 4
+    with pytest.raises(TypeError, match="needs a transformers.PreTrainedModel"):
+        psheads.backends.as_bridge(bridge)

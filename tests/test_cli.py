@@ -2,14 +2,45 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from typing import get_args
+
 import pandas as pd
 import pytest
+import torch
 
 import psheads
 from psheads import cli, zoo
 from tests import helpers
 
 SHIPPED = all((zoo.PRETRAINED_DIR / name / "config.json").exists() for name in zoo.PRETRAINED)
+
+
+@pytest.fixture(scope="module")
+def directory(tmp_path_factory: pytest.TempPathFactory):
+    """A tiny Llama (2 layers, 4 heads) with the word tokenizer t0 … tN (t0 is also its unknown token)."""
+    return helpers.save_tiny("llama", tmp_path_factory.mktemp("m"))
+
+
+@pytest.fixture()
+def prompts(tmp_path):
+    path = tmp_path / "prompts.txt"
+    path.write_text("t1 t2 t3 t4 t5 t6\nt9 t8 t7 t6 t5\n\n")
+    return path
+
+
+@pytest.fixture()
+def loads(monkeypatch):
+    """Counts model loads (and refuses them): checks must fail before any."""
+    calls = []
+
+    def refuse(*args, **kwargs):
+        calls.append(args)
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(cli, "_load", refuse)
+    return calls
 
 
 def test_demo_without_shipped_models_uses_a_random_gptj(capsys, monkeypatch, tmp_path) -> None:
@@ -30,19 +61,38 @@ def test_demo_on_the_shipped_models(capsys) -> None:
     assert out.count("paper_B_id") == 2
 
 
-def test_score_and_profile_a_local_directory(capsys, tmp_path) -> None:
-    directory = helpers.save_tiny("llama", tmp_path / "m")
-    prompts = tmp_path / "prompts.txt"
-    prompts.write_text("t1 t2 t3 t4 t5 t6\nt9 t8 t7 t6 t5\n\n")
+def test_score_and_profile_a_local_directory(capsys, directory, prompts, tmp_path) -> None:
     out_csv = tmp_path / "scores.csv"
     assert cli.main(["score", str(directory), "--prompts-file", str(prompts), "--out", str(out_csv), "--quiet"]) == 0
     frame = pd.read_csv(out_csv)
     assert len(frame) == 2 * 4 and set(frame["n_prompts"]) == {2}
-    assert "positional" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "positional" in printed and f"settings in {out_csv}.attrs.json" in printed
+    assert psheads.load_frame(out_csv).attrs["config"]["method"] == "swap"
     profile_csv = tmp_path / "profile.csv"
     assert cli.main(["profile", str(directory), "--prompts-file", str(prompts), "--out", str(profile_csv),
                      "--quiet"]) == 0
     assert abs(pd.read_csv(profile_csv).groupby(["layer", "head"])["usage"].sum() - 1).max() < 1e-9
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".json", ".parquet"])
+def test_out_keeps_the_provenance_and_the_new_options_reach_the_library(directory, prompts, tmp_path, suffix) -> None:
+    out = tmp_path / f"scores{suffix}"
+    assert cli.main(["score", str(directory), "--prompts-file", str(prompts), "--layers", "-1", "--batch-size", "1",
+                     "--method", "anova", "--dtype", "float32", "--device", "cpu", "--out", str(out), "--quiet"]) == 0
+    frame = psheads.load_frame(out)
+    assert frame["layer"].tolist() == [1] * 4 and "interaction" in frame.columns
+    config = frame.attrs["config"]
+    assert config["layers"] == [-1] and config["batch_size"] == 1 and config["method"] == "anova"
+    assert frame.attrs["dtype"] == "torch.float32" and frame.attrs["versions"]["psheads"] == psheads.__version__
+    expected = psheads.score_heads(zoo.boot_local(directory), prompts.read_text().split("\n")[:2], layers=[-1],
+                                   method="anova", progress=False)
+    pd.testing.assert_frame_equal(frame, expected, check_exact=False, atol=1e-12)
+    profile_out = tmp_path / f"profile{suffix}"
+    assert cli.main(["profile", str(directory), "--prompts-file", str(prompts), "--layers", "0", "--batch-size", "3",
+                     "--out", str(profile_out), "--quiet"]) == 0
+    planes = psheads.load_frame(profile_out)
+    assert set(planes["layer"]) == {0} and planes.attrs["config"]["batch_size"] == 3
 
 
 def test_train_command(capsys, tmp_path) -> None:
@@ -56,39 +106,114 @@ def test_train_command(capsys, tmp_path) -> None:
     assert cli.main(["score", str(checkpoint), "--n", "8", "--quiet"]) == 0
 
 
-def test_errors_exit_cleanly(capsys, tmp_path) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(["nope"])
-    assert exit_info.value.code == 2
-    with pytest.raises(SystemExit, match="neither a known model"):
-        cli.main(["score", str(tmp_path / "missing")])
-    directory = helpers.save_tiny("gptj", tmp_path / "m")
-    assert cli.main(["score", str(directory), "--task", "number", "--n", "4", "--quiet"]) == 2
-    assert "Token ids must lie" in capsys.readouterr().err
+def test_usage_errors_exit_2_before_any_model_loads(capsys, directory, prompts, tmp_path, loads) -> None:
+    cases = {
+        ("nope",): "invalid choice",
+        ("score", str(directory), "--task", "number", "--prompts-file", str(prompts)): "not allowed with",
+        ("score", str(directory), "--n", "0"): "must be a positive integer",
+        ("score", str(directory), "--task", "number", "--method", "nope"): "method must be one of",
+        ("score", str(directory), "--task", "nope"): "Unknown task 'nope'",
+        ("score", str(directory)): "has no task of its own: pass --task or --prompts-file",
+        ("profile", str(directory), "--task", "number", "--out", str(tmp_path / "planes.txt")): r"\.csv, \.json",
+        ("score", str(directory), "--task", "number", "--device", "nowhere"): "--device nowhere",
+        ("score", str(directory), "--task", "number", "--dtype", "int8"): "invalid choice",
+        ("train", "nope", "--out", str(tmp_path / "run")): "Unknown task 'nope'",
+        ("train", "letter", "--out", str(tmp_path / "run"), "--dynamics-prompts", "-1"): "dynamics_prompts",
+    }
+    for argv, message in cases.items():
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main([*argv, "--quiet"])
+        assert exit_info.value.code == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("usage: psheads") and re.search(message, err), (argv, err)
+    assert loads == []
 
 
-def test_out_into_a_missing_folder_fails_before_any_work(monkeypatch, tmp_path) -> None:
+def test_runtime_errors_exit_1_with_one_line(capsys, directory, prompts, tmp_path, monkeypatch) -> None:
     calls = {"load": 0}
     real_load = cli._load
 
-    def counting_load(model):
+    def counting_load(*args, **kwargs):
         calls["load"] += 1
-        return real_load(model)
+        return real_load(*args, **kwargs)
 
     monkeypatch.setattr(cli, "_load", counting_load)
-    missing = tmp_path / "nope" / "scores.csv"
-    for command in ("score", "profile"):
-        with pytest.raises(SystemExit, match=r"cannot write --out .*the folder .*nope does not exist"):
-            cli.main([command, "number", "--n", "4", "--out", str(missing), "--quiet"])
+    before_load = {
+        ("score", str(tmp_path / "missing")): "is neither a known model",
+        ("score", str(directory), "--prompts-file", str(tmp_path / "none.txt")): "none.txt does not exist",
+        ("score", "number", "--out", str(tmp_path / "nope" / "scores.csv")): "the folder .*nope does not exist",
+        ("profile", "number", "--out", str(tmp_path / "nope" / "p.json")): "the folder .*nope does not exist",
+    }
+    for argv, message in before_load.items():
+        assert cli.main([*argv, "--quiet"]) == 1, argv
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and re.search(message, err), (argv, err)
     assert calls["load"] == 0
+    # after loading: a layer the model does not have, token ids outside its vocabulary
+    assert cli.main(["score", str(directory), "--prompts-file", str(prompts), "--layers", "5", "--quiet"]) == 1
+    assert "layer 5 is out of range for a model with 2 layers" in capsys.readouterr().err
+    gptj = helpers.save_tiny("gptj", tmp_path / "gptj")
+    capsys.readouterr()  # saving draws a bar
+    assert cli.main(["score", str(gptj), "--task", "number", "--n", "4", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("psheads score: ") and "Token ids must lie" in err and "Traceback" not in err
 
 
-@pytest.mark.skipif(not SHIPPED, reason="the trained models are not shipped in this checkout")
-def test_text_outside_a_task_vocabulary_warns(tmp_path) -> None:
+def test_text_outside_a_task_vocabulary_warns_on_stderr(capsys, directory, tmp_path) -> None:
     prompts = tmp_path / "prompts.txt"
-    prompts.write_text("The cat sat on the mat\n")
-    with pytest.warns(UserWarning, match="outside the model's vocabulary.*task's own words"):
-        assert cli.main(["score", "number", "--prompts-file", str(prompts), "--quiet"]) == 0
+    prompts.write_text("The cat sat on the mat\nt1 t2 t3 t4\n")
+    assert cli.main(["score", str(directory), "--prompts-file", str(prompts), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "psheads score: WARNING: Prompts [0] contain words outside the model's vocabulary" in err
+
+
+def test_loader_output_is_hidden_and_restored(capsys, directory, prompts) -> None:
+    from huggingface_hub import utils as hub
+    from transformers.utils import logging as hf_logging
+
+    before = (hf_logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled(), hf_logging.get_verbosity())
+    for quiet in ([], ["--quiet"]):  # stderr is not a terminal here: no bars either way
+        assert cli.main(["profile", str(directory), "--prompts-file", str(prompts), *quiet]) == 0
+        err = capsys.readouterr().err
+        assert "Loading weights" not in err and "%|" not in err
+        assert (hf_logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled(),
+                hf_logging.get_verbosity()) == before
+
+
+def test_a_registered_score_method_is_accepted(directory, prompts, tmp_path) -> None:
+    class Halves:
+        name = "cli-halves"
+        columns = ("positional", "symbolic")
+
+        def min_swappable(self, config):
+            return 1
+
+        def score(self, logits, config):
+            half = torch.full(logits.matrix().shape[:-2], 0.5, dtype=torch.float64)
+            return {"positional": half, "symbolic": half}
+
+    psheads.register_score_method(Halves(), replace=True)
+    out = tmp_path / "halves.json"
+    assert cli.main(["score", str(directory), "--prompts-file", str(prompts), "--method", "cli-halves",
+                     "--out", str(out), "--quiet"]) == 0
+    assert set(psheads.load_frame(out)["positional"]) == {0.5}
+
+
+def test_help_shows_defaults_exit_statuses_and_the_library_constants(capsys) -> None:
+    from psheads.lengthgen import DEFAULT_TOKEN_BUDGET, Answers
+    from psheads.profile import ProfileConfig
+    from psheads.scoring import ScoreConfig
+
+    assert cli.ANSWERS == get_args(Answers) and cli.TOKEN_BUDGET == DEFAULT_TOKEN_BUDGET
+    assert (cli.SCORE_BATCH, cli.PROFILE_BATCH) == (ScoreConfig().batch_size, ProfileConfig().batch_size)
+    assert {"swap", "anova"} <= set(psheads.score_methods())
+    for argv in (["--help"], ["score", "--help"], ["lengthgen", "--help"]):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(argv)
+        assert exit_info.value.code == 0
+        out = capsys.readouterr().out
+        assert "exit status:" in out and "2  the command line is wrong" in out
+    assert "(default: 8192)" in " ".join(out.split()) and "(default: task)" in out
 
 
 def test_version_prints_the_package_version(capsys) -> None:
@@ -96,3 +221,21 @@ def test_version_prints_the_package_version(capsys) -> None:
         cli.main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.strip() == f"psheads {psheads.__version__}"
+
+
+def test_reproduce_writes_the_report_and_checks_its_options_first(capsys, tmp_path, monkeypatch) -> None:
+    from psheads import report
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["reproduce", "--out", str(tmp_path / "report.txt")])
+    assert exit_info.value.code == 2 and "HTML" in capsys.readouterr().err
+    assert cli.main(["reproduce", "--out", str(tmp_path / "missing" / "r.html")]) == 1
+    assert cli.main(["reproduce", "--data", str(tmp_path / "nothing"), "--out", str(tmp_path / "r.html")]) == 1
+    capsys.readouterr()
+    reproduce = report.reproduce  # the live checks made small; the command's own options still reach the config
+    monkeypatch.setattr(report, "reproduce", lambda config, **options: reproduce(
+        dataclasses.replace(config, check_prompts=16, theory_prompts=16, check_lengths=(17,)), **options))
+    assert cli.main(["reproduce", "--out", str(tmp_path / "r.html"), "--prompts", "16", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote the report to {tmp_path / 'r.html'}" in out and "reproduces" in out
+    assert "Plotly.newPlot" in (tmp_path / "r.html").read_text()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pandas as pd
 import pytest
 
+import psheads
 from psheads import cli, zoo
 from psheads.lengthgen import length_generalization
 from tests import helpers
@@ -36,43 +38,52 @@ def test_csv_and_offline_figure_match_the_library(directory, tmp_path, capsys) -
     assert f"wrote 10 rows to {out}" in printed and "argmax over the answer vocabulary" in printed
 
 
-def test_parquet_keeps_the_settings(directory, tmp_path) -> None:
-    out = tmp_path / "curve.parquet"
+@pytest.mark.parametrize("suffix", [".parquet", ".json"])
+def test_parquet_and_json_keep_the_settings(directory, tmp_path, suffix) -> None:
+    out = tmp_path / f"curve{suffix}"
     assert cli.main(["lengthgen", str(directory), "--task", "letter", "--lengths", "20", "--n", "4",
-                     "--answers", "vocabulary", "--out", str(out), "--quiet"]) == 0
-    frame = pd.read_parquet(out)
-    assert frame["length"].tolist() == [20] * 5
+                     "--answers", "vocabulary", "--dtype", "float32", "--device", "cpu", "--out", str(out),
+                     "--quiet"]) == 0
+    frame = psheads.load_frame(out)
+    assert frame["length"].tolist() == [20] * 5 and frame["hops"].tolist() == ["1", "2", "3", "4", "all"]
     assert frame.attrs["task"] == "letter" and frame.attrs["n"] == 4 and frame.attrs["answers"] == "vocabulary"
     assert frame.attrs["n_candidates"] is None and frame.attrs["context"] == 200
+    if suffix == ".parquet":  # pandas alone reads the settings too
+        assert pd.read_parquet(out).attrs["task"] == "letter"
 
 
-def test_outputs_are_checked_before_any_work(directory, tmp_path, monkeypatch) -> None:
+def test_outputs_are_checked_before_any_work(directory, tmp_path, monkeypatch, capsys) -> None:
     calls = []
-    monkeypatch.setattr(cli, "_load", lambda model: calls.append(model))
+    monkeypatch.setattr(cli, "_load", lambda *args, **kwargs: calls.append(args))
     base = ["lengthgen", str(directory), "--task", "number", "--lengths", "17", "--quiet"]
-    with pytest.raises(SystemExit, match=r"cannot write --out .*nope does not exist"):
-        cli.main([*base, "--out", str(tmp_path / "nope" / "curve.csv")])
-    with pytest.raises(SystemExit, match=r"cannot write --figure .*nope does not exist"):
-        cli.main([*base, "--figure", str(tmp_path / "nope" / "curve.html")])
-    with pytest.raises(SystemExit, match=r"\.csv or \.parquet"):
-        cli.main([*base, "--out", str(tmp_path / "curve.txt")])
-    with pytest.raises(SystemExit, match="as HTML"):
-        cli.main([*base, "--figure", str(tmp_path / "curve.png")])
+    assert cli.main([*base, "--out", str(tmp_path / "nope" / "curve.csv")]) == 1
+    assert re.search(r"cannot write --out .*nope does not exist", capsys.readouterr().err)
+    assert cli.main([*base, "--figure", str(tmp_path / "nope" / "curve.html")]) == 1
+    assert re.search(r"cannot write --figure .*nope does not exist", capsys.readouterr().err)
+    for flag, path, message in (("--out", "curve.txt", r"\.csv, \.json, \.parquet"),
+                                ("--figure", "curve.png", "as HTML"),
+                                ("--task", "nope", "Unknown task 'nope'")):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main([*base, flag, str(tmp_path / path) if flag != "--task" else path])
+        assert exit_info.value.code == 2 and re.search(message, capsys.readouterr().err)
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # as if pyarrow were not installed
-    with pytest.raises(SystemExit, match="parquet needs pyarrow"):
-        cli.main([*base, "--out", str(tmp_path / "curve.parquet")])
+    assert cli.main([*base, "--out", str(tmp_path / "curve.parquet")]) == 1
+    assert "parquet needs pyarrow" in capsys.readouterr().err
     assert calls == []
 
 
 def test_bad_lengths_and_missing_task_exit_cleanly(directory, capsys) -> None:
-    assert cli.main(["lengthgen", str(directory), "--task", "number", "--lengths", "12", "--quiet"]) == 2
+    assert cli.main(["lengthgen", str(directory), "--task", "number", "--lengths", "12", "--quiet"]) == 1
     assert "possible lengths are 17…200" in capsys.readouterr().err
-    assert cli.main(["lengthgen", str(directory), "--task", "number", "--lengths", "300", "--quiet"]) == 2
+    assert cli.main(["lengthgen", str(directory), "--task", "number", "--lengths", "300", "--quiet"]) == 1
     assert "context of 200 tokens" in capsys.readouterr().err
-    with pytest.raises(SystemExit, match="pass --task"):
+    with pytest.raises(SystemExit) as exit_info:
         cli.main(["lengthgen", str(directory), "--lengths", "17", "--quiet"])
-    with pytest.raises(SystemExit):  # --lengths is required
-        cli.main(["lengthgen", str(directory)])
+    assert exit_info.value.code == 2 and "has no task of its own: pass --task\n" in capsys.readouterr().err
+    for argv in ([], ["--lengths", "0"]):  # --lengths is required, and positive
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(["lengthgen", str(directory), *argv])
+        assert exit_info.value.code == 2
 
 
 @pytest.mark.skipif(not SHIPPED, reason="the trained models are not shipped in this checkout")

@@ -198,7 +198,7 @@ def test_rejects_non_rope_and_non_transformerlens_models(model_factory) -> None:
     with pytest.raises(ValueError, match="does not use rotary position embeddings"):
         psheads.RopeLens(model_factory("gpt2"))
     hf_model = model_factory("llama").original_model
-    with pytest.raises(TypeError, match="boot_transformers"):
+    with pytest.raises(TypeError, match="already wrapped by a TransformerBridge"):
         psheads.RopeLens(hf_model)
     with pytest.raises(TypeError, match="TransformerLens model"):
         psheads.RopeLens(object())

@@ -219,6 +219,6 @@ def test_entropy_is_normalised() -> None:
 
 
 def test_labels_are_ordered_by_the_rule() -> None:
-    frame = pd.DataFrame({"positional": [0.95, 0.05, 0.95, 0.5, float("nan")],
-                          "symbolic": [0.05, 0.95, 0.95, 0.5, 0.5]})
+    frame = pd.DataFrame({"positional": [0.95, 0.5, 0.05, 0.95, float("nan")],
+                          "symbolic": [0.05, 0.5, 0.95, 0.95, 0.5]})
     assert [methods.label(p, s) for p, s in zip(frame.positional, frame.symbolic)] == list(methods.LABELS)

@@ -54,3 +54,39 @@ def test_profile_validates(model_factory) -> None:
     assert len(psheads.frequency_profile(lens, tokens, layers=[1, -1]).heads) == 4  # duplicates merged
     with pytest.raises(ValueError, match="batch_size"):
         psheads.frequency_profile(lens, tokens, batch_size=0)
+
+
+@pytest.mark.parametrize("scale", [True, False])
+def test_softmax_frequency_id_matches_a_hand_computation(model_factory, scale: bool) -> None:
+    """Paper B's table-1 ID: Σ_f f · softmax(v / T)_f, v_f the plane's max logit over the keys,
+    averaged over prompts first, with or without the attention scale."""
+    lens = psheads.RopeLens(model_factory("mistral"))  # window 5 masks early keys
+    tokens = torch.randint(0, 64, (5, 12))
+    profile = psheads.frequency_profile(lens, tokens, exclude_bos=True, weighting="softmax", temperature=0.5,
+                                        scale=scale)
+    layer, head = 1, 2
+    logits = lens.frequency_logits(tokens, layer)[:, head]  # [prompt, plane, key]; planes 1 … F then 0
+    keys = [j for j in range(1, 11) if 11 - j < 5]
+    v = logits[..., keys].amax(dim=-1).mean(0)
+    if not scale:
+        v = v / lens.layers[layer].scale
+    got = profile.planes.query("layer == @layer and head == @head")["max_logit"].to_numpy()
+    torch.testing.assert_close(torch.tensor(got), v)
+    weights = torch.softmax(v[:-1] / 0.5, 0)
+    expected = float((weights * torch.arange(1, len(v), dtype=torch.float64)).sum())
+    row = profile.heads.query("layer == @layer and head == @head").iloc[0]
+    assert row.mean_frequency_id == pytest.approx(expected)
+    usage = psheads.frequency_profile(lens, tokens, exclude_bos=True).heads
+    assert usage.mean_frequency_id.to_numpy() != pytest.approx(profile.heads.mean_frequency_id.to_numpy())
+    assert "softmax" in profile.heads.attrs["frequency_id_definition"]
+    assert profile.heads.attrs["config"]["weighting"] == "softmax"
+    assert "usage-weighted" in usage.attrs["frequency_id_definition"]
+
+
+def test_softmax_options_validate(model_factory) -> None:
+    with pytest.raises(ValueError, match="weighting must be one of"):
+        psheads.ProfileConfig(weighting="max")
+    with pytest.raises(ValueError, match="temperature must be greater than 0"):
+        psheads.ProfileConfig(temperature=0)
+    with pytest.raises(TypeError, match="scale"):
+        psheads.ProfileConfig(scale="no")

@@ -13,7 +13,7 @@ import torch
 import transformers
 
 import psheads
-from psheads import training, zoo
+from psheads import schema, training, zoo
 from psheads.tasks import LetterTask, NumberTask
 
 TINY = dict(n_layer=2, n_embd=32, n_head=2, rotary_dim=16, n_positions=64)
@@ -54,11 +54,12 @@ def test_run_checkpoints_resume_and_dynamics(tmp_path) -> None:
     assert set(full.evaluation["hops"]) == {"1", "2", "3", "4", "all"}
     assert list(full.dynamics["step"].unique()) == [3, 6]
     assert {"positional", "symbolic", "label", "accuracy_all", "accuracy_4"} <= set(full.dynamics.columns)
+    assert full.dynamics["label"].dtype == schema.LABEL_DTYPE  # read back from dynamics.csv
     # interrupt after the first checkpoint (and leave a half-written one behind), then resume
     partial = training.train(task, training.TrainConfig(**{**config.to_dict(), "steps": 6}), tmp_path / "cut",
                              progress=False)
     (partial.output_dir / "checkpoint-000006").rename(partial.output_dir / "checkpoint-000006.partial")
-    resumed = training.train(task, config, tmp_path / "cut", progress=False)
+    resumed = training.train(task, config, tmp_path / "cut", progress=False, device="cpu")  # a run setting
     a = transformers.GPTJForCausalLM.from_pretrained(full.final_checkpoint)
     b = transformers.GPTJForCausalLM.from_pretrained(resumed.final_checkpoint)
     for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
@@ -69,6 +70,19 @@ def test_run_checkpoints_resume_and_dynamics(tmp_path) -> None:
         training.train(task, tiny_config(lr=3e-4), tmp_path / "full", progress=False)
     with pytest.raises(ValueError, match="already holds checkpoints"):
         training.train(task, config, tmp_path / "full", resume=False, progress=False)
+
+
+def test_train_refuses_a_device_this_machine_lacks(tmp_path) -> None:
+    run = tmp_path / "run"
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"CUDA is not available on this machine .* device='cpu'"):
+            training.train(NumberTask(), tiny_config(), run, progress=False, device="cuda")
+    with pytest.raises(ValueError, match="'gpu' is not a torch device"):
+        training.train(NumberTask(), tiny_config(), run, progress=False, device="gpu")
+    with pytest.raises(TypeError, match="device must be a string"):
+        training.train(NumberTask(), tiny_config(), run, progress=False, device=0.5)
+    assert not run.exists()
+    assert training.training_device(torch.device("cpu")) == torch.device("cpu")
 
 
 def test_checkpoints_boot_offline_with_their_tokenizer(tmp_path) -> None:

