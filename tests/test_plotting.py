@@ -137,6 +137,9 @@ def test_frequency_curves_one_curve_per_head_coloured_by_layer() -> None:
     assert list(theta.ticktext) == ["1", "0.032 / 0.1", "0.001 / 0.01", "3.2e-05 / 0.001"]  # two RoPE bases
     profile = planes.drop(columns=["positional", "symbolic", "label"]).assign(usage=0.2)
     assert plotting.frequency_curves(profile).layout.yaxis.title.text == "usage"
+    assert tuple(plotting.frequency_curves(profile).layout.yaxis.range) == (-0.02, 1.02)  # shares lie in [0, 1]
+    logits = profile.assign(max_logit=np.linspace(-2.0, 5.0, len(profile)))
+    assert plotting.frequency_curves(logits, "max_logit").layout.yaxis.range is None  # logits: the data's range
     with pytest.raises(ValueError, match=r"needs the columns \['plane', 'theta'\]"):
         plotting.frequency_curves(_heads())
 

@@ -435,7 +435,8 @@ def frequency_curves(frame: pd.DataFrame, column: str | None = None) -> go.Figur
         shown.add(int(layer))
     _theta_axis(figure, frame)
     figure.update_layout(xaxis_title="frequency ID (0 = unrotated, 1 = fastest)")
-    figure.update_yaxes(title_text=_score_title(column), range=[-0.02, 1.02])
+    bounded = frame[column].dropna().between(0, 1).all()  # scores and usage shares; logits are not
+    figure.update_yaxes(title_text=_score_title(column), range=[-0.02, 1.02] if bounded else None)
     return _style(figure, title=f"{_score_title(column)} per plane", legend_title="layer")
 
 
