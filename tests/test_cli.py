@@ -58,7 +58,10 @@ def test_demo_on_the_shipped_models(capsys) -> None:
     assert cli.main(["demo", "--prompts", "16", "--quiet", "--no-llm"]) == 0
     out = capsys.readouterr().out
     assert "== number task" in out and "== letter task" in out
-    assert out.count("paper_B_id") == 2
+    assert out.count("B_style_id paper_B_id") == 2
+    number = out.split("== letter task")[0].splitlines()
+    layer_1 = next(line.split() for line in number if line.split()[:1] == ["1"])
+    assert float(layer_1[7]) < 3 and layer_1[8] == "2"  # a fast positional head, paper B's definition and value
 
 
 def test_score_and_profile_a_local_directory(capsys, directory, prompts, tmp_path) -> None:
@@ -236,6 +239,7 @@ def test_reproduce_writes_the_report_and_checks_its_options_first(capsys, tmp_pa
     monkeypatch.setattr(report, "reproduce", lambda config, **options: reproduce(
         dataclasses.replace(config, check_prompts=16, theory_prompts=16, check_lengths=(17,)), **options))
     assert cli.main(["reproduce", "--out", str(tmp_path / "r.html"), "--prompts", "16", "--quiet"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "Loading weights" not in err  # --quiet silences the loaders of the models the report boots
     assert f"wrote the report to {tmp_path / 'r.html'}" in out and "reproduces" in out
     assert "Plotly.newPlot" in (tmp_path / "r.html").read_text()

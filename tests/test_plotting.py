@@ -71,6 +71,11 @@ def test_learning_dynamics_one_colour_and_legend_entry_per_layer() -> None:
     assert list(figure.data[6].y) == layer_3["positional"].tolist() and list(figure.data[7].y) == layer_3["symbolic"].tolist()
     with pytest.raises(ValueError, match=r"head 2 is not in this table; it has heads \[0\]"):
         plotting.learning_dynamics(dynamics, head=2)
+    three = plotting.learning_dynamics(dynamics, columns=("positional", "symbolic", "entropy"))
+    assert len(three.data) == 36 and list(three.data[11].y) == layer_3["entropy"].tolist()  # layer 3, third panel
+    assert [a.text for a in three.layout.annotations][-1] == "entropy"
+    with pytest.raises(ValueError, match=r"needs the columns \['accuracy'\]"):
+        plotting.learning_dynamics(dynamics, columns=["accuracy"])
 
 
 def test_accuracy_by_hops_takes_the_shipped_table_and_a_training_record() -> None:

@@ -271,34 +271,39 @@ def score_heatmap(scores: pd.DataFrame, column: str = "positional") -> go.Figure
 
 
 # --- training ------------------------------------------------------------------------------------
-def learning_dynamics(dynamics: pd.DataFrame, head: int = 0) -> go.Figure:
-    """Positional and symbolic scores of every layer over training steps (one panel each).
+def learning_dynamics(dynamics: pd.DataFrame, head: int = 0,
+                      columns: Sequence[str] = ("positional", "symbolic")) -> go.Figure:
+    """Scores of every layer over training steps, one panel per column (all in [0, 1]).
 
     Every layer has one colour (``layer_colors``) and one legend entry that shows or hides it in
-    both panels.
+    every panel.
 
     Args:
         dynamics: a dynamics table from ``psheads.train`` (``step, layer, head, …``).
         head: the head to show.
+        columns: the panels, top to bottom (``positional``, ``symbolic``, ``entropy``, …).
     """
-    _check(dynamics, schema.DYNAMICS, ["step", "layer", "head", "positional", "symbolic"], "learning_dynamics")
+    columns = analysis.column_names(columns, "columns")
+    if not columns:
+        raise ValueError("columns must name at least one column of the dynamics table.")
+    _check(dynamics, schema.DYNAMICS, ["step", "layer", "head", *columns], "learning_dynamics")
     part = dynamics[dynamics["head"] == head].sort_values(["layer", "step"])
     if part.empty:
         raise ValueError(f"learning_dynamics: head {head!r} is not in this table; it has heads "
                          f"{sorted(dynamics['head'].unique().tolist())}.")
     colors = layer_colors(part["layer"])
-    figure = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                           subplot_titles=(_score_title("positional"), _score_title("symbolic")))
+    figure = make_subplots(rows=len(columns), cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                           subplot_titles=[_score_title(column) for column in columns])
     for layer, rows in part.groupby("layer", sort=True):
         name = f"layer {layer}"
-        for row, column in ((1, "positional"), (2, "symbolic")):
+        for row, column in enumerate(columns, start=1):
             figure.add_trace(go.Scatter(x=rows["step"], y=rows[column], mode="lines+markers", name=name,
                                         legendgroup=name, showlegend=row == 1,
                                         line={"color": colors[int(layer)], "width": 1.5}, marker={"size": 4},
                                         hovertemplate="step %{x}: %{y:.3f}<extra>" + name + "</extra>"),
                              row=row, col=1)
     figure.update_yaxes(range=[-0.02, 1.02])
-    figure.update_xaxes(title_text="training step", row=2, col=1)
+    figure.update_xaxes(title_text="training step", row=len(columns), col=1)
     return _style(figure, title=f"Scores of head {head} over training", legend_title="layer")
 
 

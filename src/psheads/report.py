@@ -330,7 +330,8 @@ def learning_section(runs: list[Run], config: ReportConfig) -> Section:
             continue
         section.figures.append((f"{run.task}: accuracy per hop over training",
                                 plotting.accuracy_by_hops(hop_accuracy(run.dynamics))))
-        section.figures.append((f"{run.task}: per-layer scores over training", plotting.learning_dynamics(run.dynamics)))
+        section.figures.append((f"{run.task}: per-layer scores and attention entropy over training",
+                                plotting.learning_dynamics(run.dynamics, columns=("positional", "symbolic", "entropy"))))
         section.figures.append((f"{run.task}: pure heads over training", plotting.pure_head_counts(run.dynamics)))
         section.figures.append(_swap_example(run))
     return section
