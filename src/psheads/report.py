@@ -173,7 +173,7 @@ def retrained(folder: Path, task: str, progress: bool | None, recipe: Any = None
     from psheads.tasks import get_task
 
     result = training.train(task, recipe or training.TrainConfig(), folder / task, progress=progress)
-    info = json.loads((result.final_checkpoint / "training_config.json").read_text())
+    info = json.loads((result.final_checkpoint / training.TRAINING_CONFIG).read_text())
     return Pretrained(zoo.boot_local(result.final_checkpoint), get_task(task), _final(result.evaluation),
                       result.dynamics, info)
 
@@ -643,20 +643,14 @@ SECTIONS: tuple[Callable[[list[Run], ReportConfig], Section], ...] = (
 def context(config: ReportConfig) -> dict[str, Any]:
     """Configuration, versions and machine the report ran on."""
     import torch
-    import transformers
 
-    try:
-        import transformer_lens
-        lens_version = getattr(transformer_lens, "__version__", "unknown")
-    except ImportError:  # pragma: no cover - a dependency
-        lens_version = "not installed"
+    from psheads.scoring import versions
+
     return {
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
         "data folder": str(config.data_folder),
         "date (UTC)": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
-        "versions": {"psheads": psheads.__version__, "python": platform.python_version(), "torch": torch.__version__,
-                     "transformers": transformers.__version__, "transformer_lens": lens_version,
-                     "pandas": pd.__version__},
+        "versions": {"python": platform.python_version(), **versions()},
         "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                     "cpus": os.cpu_count(), "torch threads": torch.get_num_threads(),
                     "cuda": torch.cuda.is_available()},
