@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -15,9 +16,31 @@ import torch
 from psheads.backends import all_modules
 from tests import helpers
 
+SUITE_THREADS = 2
+"""torch threads the suite runs at, whatever the machine's core count (CI's machines have 2 cores).
+
+fp32 matrix products are deterministic for a fixed thread count and batch shape, but not across
+thread counts: pinning the count makes the suite's numbers the same on every machine, and child
+processes (docs, notebook, training faults) inherit it through ``OMP_NUM_THREADS``. The
+numerically sensitive modules also run at 1 thread (``torch_threads``), so a test that compares
+results across batch shapes or thread counts fails here, not only on another machine."""
+os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(SUITE_THREADS)
+torch.set_num_threads(SUITE_THREADS)
+
 FAMILIES = ["gptj", "neox", "llama", "mistral", "qwen2", "gemma", "gemma2", "gemma3"]
 # Families TransformerLens 3.9 can build as a HookedTransformer from a local directory.
-HOOKED_FAMILIES = ["gptj", "neox", "llama", "mistral", "qwen2", "gemma", "gemma2"]
+HOOKED_SUITE_THREADS = 2
+"""torch threads the suite runs at, whatever the machine's core count (CI's machines have 2 cores).
+
+fp32 matrix products are deterministic for a fixed thread count and batch shape, but not across
+thread counts: pinning the count makes the suite's numbers the same on every machine, and child
+processes (docs, notebook, training faults) inherit it through ``OMP_NUM_THREADS``. The
+numerically sensitive modules also run at 1 thread (``torch_threads``), so a test that compares
+results across batch shapes or thread counts fails here, not only on another machine."""
+os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(SUITE_THREADS)
+torch.set_num_threads(SUITE_THREADS)
+
+FAMILIES = ["gptj", "neox", "llama", "mistral", "qwen2", "gemma", "gemma2"]
 
 
 @pytest.fixture(autouse=True)
@@ -25,6 +48,26 @@ def _seed_everything() -> None:
     random.seed(0)
     np.random.seed(0)
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _restore_threads():
+    """A test that changes torch's thread count does not change it for the next one."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module", params=[1, SUITE_THREADS], ids=lambda n: f"threads{n}")
+def torch_threads(request: pytest.FixtureRequest):
+    """Run a module's tests at 1 thread and at ``SUITE_THREADS`` (``pytestmark = usefixtures``).
+
+    Module-scoped, so the module's reference fixtures that request it are computed at the same
+    count as the tests that compare against them.
+    """
+    torch.set_num_threads(request.param)
+    yield request.param
+    torch.set_num_threads(SUITE_THREADS)
 
 
 @pytest.fixture(scope="session")

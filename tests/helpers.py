@@ -112,3 +112,25 @@ def has_hooked_transformer() -> bool:
     except ImportError:
         return False
     return True
+
+
+def assert_same_predictions(logits: dict[str, torch.Tensor], candidates: torch.Tensor | None = None) -> None:
+    """Argmax predictions from several arithmetic paths agree, and not by luck.
+
+    Two paths (a bridge and its HF model, HookedTransformer's own attention, the logits of the
+    last position only) give fp32 logits ``[n, vocab]`` that differ in the last bits, so counts
+    built on their argmax (accuracies) may be compared exactly only where no prediction is near a
+    tie. This checks that every prompt's top-two margin over ``candidates`` (``[c]`` or ``[n, c]``
+    token ids; None: the whole vocabulary) exceeds twice the largest logit difference between the
+    paths, so that no rounding can flip a prediction, and that the predictions agree.
+    """
+    logits = {name: value.detach().double() for name, value in logits.items()}
+    if candidates is not None:
+        index = candidates.expand(next(iter(logits.values())).shape[0], -1) if candidates.ndim == 1 else candidates
+        logits = {name: value.gather(1, index) for name, value in logits.items()}
+    reference = next(iter(logits.values()))
+    spread = max(float((value - reference).abs().max()) for value in logits.values())
+    top = reference.topk(2, dim=-1).values
+    margin = float((top[:, 0] - top[:, 1]).min())
+    assert margin > 2 * spread, f"a prediction is within rounding of a tie (margin {margin:.2e}, paths {spread:.2e})"
+    assert all(torch.equal(value.argmax(-1), reference.argmax(-1)) for value in logits.values())

@@ -13,6 +13,9 @@ from psheads import cli, zoo
 from psheads.lengthgen import length_generalization
 from tests import helpers
 
+# numerically sensitive: every test runs at 1 and 2 torch threads (see conftest.torch_threads)
+pytestmark = pytest.mark.usefixtures("torch_threads")
+
 SHIPPED = all((zoo.PRETRAINED_DIR / name / "config.json").exists() for name in zoo.PRETRAINED)
 
 
@@ -27,9 +30,11 @@ def test_csv_and_offline_figure_match_the_library(directory, tmp_path, capsys) -
     args = ["lengthgen", str(directory), "--task", "number", "--lengths", "17", "30", "--n", "8", "--seed", "2",
             "--token-budget", "64", "--out", str(out), "--figure", str(figure), "--quiet"]
     assert cli.main(args) == 0
-    frame = pd.read_csv(out, dtype={"hops": str})
-    expected = length_generalization(zoo.boot_local(directory), "number", [17, 30], n=8, seed=2, progress=False)
-    pd.testing.assert_frame_equal(frame, expected, check_exact=False, atol=1e-12)
+    frame = pd.read_csv(out, dtype={"hops": str}, float_precision="round_trip")
+    # like with like: the CLI's token budget, so the same batches (fp32 is not batch-invariant)
+    expected = length_generalization(zoo.boot_local(directory), "number", [17, 30], n=8, seed=2, token_budget=64,
+                                     progress=False)
+    pd.testing.assert_frame_equal(frame, expected, check_exact=True)
     assert frame["hops"].tolist() == ["1", "2", "3", "4", "all"] * 2 and frame["n"].tolist()[-1] == 8
     html = figure.read_text()
     assert 'src="https://cdn.plot.ly' not in html and len(html) > 1_000_000  # plotly.js inline: opens offline

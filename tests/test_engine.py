@@ -11,6 +11,9 @@ from psheads import engine, geometry, methods
 from psheads.prompts import PromptOptions, prepare_prompts
 from tests import oracle
 
+# numerically sensitive: every test runs at 1 and 2 torch threads (see conftest.torch_threads)
+pytestmark = pytest.mark.usefixtures("torch_threads")
+
 
 def group_views(lens: psheads.RopeLens, tokens: torch.Tensor, layer: int, by_frequency: bool,
                 options: PromptOptions | None = None):

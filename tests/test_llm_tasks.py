@@ -33,6 +33,7 @@ from psheads.tasks import (
     get_task,
 )
 from psheads.tasks.llm import ITEMS, KEYS, LIKES, NAMES
+from tests import helpers
 from tests.conftest import model_state
 
 VALUES = tuple(f"t{i}" for i in range(2, 10))  # 8 answer words of the tiny models' vocabulary (t0 … t63)
@@ -374,7 +375,14 @@ def test_evaluate_bounds_memory_on_every_backend(words, model_factory, monkeypat
         def forward(self, input_ids):
             return self.inner(input_ids=input_ids)
 
-    monkeypatch.setattr(evaluation, "LOGITS_BYTES", 0)
+    # accuracies are counts of argmax hits: equal exactly when no prediction is within rounding of a tie
+    batch = task.generate(20, seed=1)
+    with torch.no_grad():
+        paths = {name: evaluation.last_logits(model, batch.tokens) for name, model in (("bridge", bridge), ("hf", hf))}
+        monkeypatch.setattr(evaluation, "LOGITS_BYTES", 0)
+        paths |= {f"{name}, last position only": evaluation.last_logits(model, batch.tokens)
+                  for name, model in (("bridge", bridge), ("hf", hf), ("plain", Plain()))}
+    helpers.assert_same_predictions(paths, batch.candidates)
     for name, model in (("bridge", bridge), ("hf", hf), ("plain", Plain())):
         pd.testing.assert_frame_equal(evaluate(model, task, n=20, seed=1, batch_size=8), full[name if name != "plain"
                                                                                                 else "hf"])
@@ -386,7 +394,12 @@ def test_evaluate_hooked_transformer(words, model_factory, monkeypatch) -> None:
     task = tiny(BindingTask, words)
     frame = evaluate(model, task, n=12, seed=2)
     assert frame["accuracy"].iloc[-1] == pytest.approx(reference_accuracy(model, task.generate(12, seed=2)))
-    monkeypatch.setattr(evaluation, "LOGITS_BYTES", 0)
+    batch = task.generate(12, seed=2)
+    with torch.no_grad():
+        full = evaluation.last_logits(model, batch.tokens)
+        monkeypatch.setattr(evaluation, "LOGITS_BYTES", 0)
+        helpers.assert_same_predictions({"full": full, "residual cut": evaluation.last_logits(model, batch.tokens)},
+                                        batch.candidates)
     pd.testing.assert_frame_equal(evaluate(model, task, n=12, seed=2), frame)
 
 

@@ -7,6 +7,9 @@ import torch
 
 import psheads
 
+# numerically sensitive: every test runs at 1 and 2 torch threads (see conftest.torch_threads)
+pytestmark = pytest.mark.usefixtures("torch_threads")
+
 
 def test_usage_matches_a_hand_computation(model_factory) -> None:
     lens = psheads.RopeLens(model_factory("mistral"))  # window 5 masks early keys

@@ -13,6 +13,9 @@ import psheads
 from psheads import report
 from psheads.references import PUBLISHED
 
+# numerically sensitive: every test runs at 1 and 2 torch threads (see conftest.torch_threads)
+pytestmark = pytest.mark.usefixtures("torch_threads")
+
 SMALL = {"prompts": 32, "check_prompts": 32, "theory_prompts": 32, "check_lengths": (17, 65)}
 
 
@@ -53,7 +56,7 @@ def test_config_validates(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def built() -> report.Report:
+def built(torch_threads) -> report.Report:
     return report.reproduce(**SMALL)
 
 

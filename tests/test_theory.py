@@ -19,6 +19,9 @@ from psheads.tasks.base import to_text
 from tests import helpers
 from tests.test_canonical_tasks import validate
 
+# numerically sensitive: every test runs at 1 and 2 torch threads (see conftest.torch_threads)
+pytestmark = pytest.mark.usefixtures("torch_threads")
+
 BACKENDS = ["bridge", "hooked"]
 
 

@@ -16,6 +16,9 @@ import psheads
 from psheads import schema, training, zoo
 from psheads.tasks import LetterTask, NumberTask
 
+# numerically sensitive: every test runs at 1 and 2 torch threads (see conftest.torch_threads)
+pytestmark = pytest.mark.usefixtures("torch_threads")
+
 TINY = dict(n_layer=2, n_embd=32, n_head=2, rotary_dim=16, n_positions=64)
 
 
@@ -125,7 +128,7 @@ def _same_weights(a, b) -> None:
 
 
 @pytest.fixture(scope="module")
-def reference_run(tmp_path_factory):
+def reference_run(tmp_path_factory, torch_threads):
     """An uninterrupted tiny run (checkpoints at steps 3 and 6), shared by the tests that damage copies."""
     return training.train(NumberTask(), tiny_config(dynamics_prompts=4), tmp_path_factory.mktemp("ref") / "run",
                           progress=False)

@@ -28,6 +28,9 @@ import torch
 from psheads import training
 from psheads.tasks import NumberTask
 
+# numerically sensitive: every test runs at 1 and 2 torch threads (see conftest.torch_threads)
+pytestmark = pytest.mark.usefixtures("torch_threads")
+
 CONFIG = dict(steps=4, batch_size=4, warmup_steps=1, checkpoint_every=2, eval_prompts=16, dynamics_prompts=4,
               model=dict(n_layer=2, n_embd=16, n_head=2, rotary_dim=8, n_positions=32))
 
@@ -54,11 +57,11 @@ def _files(run: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def helper(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Popen, Path]:
+def helper(tmp_path_factory: pytest.TempPathFactory, torch_threads: int) -> tuple[subprocess.Popen, Path]:
     """Start the helper that forks one child per phase (run directories: ``<root>/<index>``)."""
     root = tmp_path_factory.mktemp("faults")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    process = subprocess.Popen([sys.executable, __file__, str(root), str(torch.get_num_threads())], env=env,
+    process = subprocess.Popen([sys.executable, __file__, str(root), str(torch_threads)], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     yield process, root
     if process.poll() is None:
