@@ -29,18 +29,7 @@ torch.set_num_threads(SUITE_THREADS)
 
 FAMILIES = ["gptj", "neox", "llama", "mistral", "qwen2", "gemma", "gemma2", "gemma3"]
 # Families TransformerLens 3.9 can build as a HookedTransformer from a local directory.
-HOOKED_SUITE_THREADS = 2
-"""torch threads the suite runs at, whatever the machine's core count (CI's machines have 2 cores).
-
-fp32 matrix products are deterministic for a fixed thread count and batch shape, but not across
-thread counts: pinning the count makes the suite's numbers the same on every machine, and child
-processes (docs, notebook, training faults) inherit it through ``OMP_NUM_THREADS``. The
-numerically sensitive modules also run at 1 thread (``torch_threads``), so a test that compares
-results across batch shapes or thread counts fails here, not only on another machine."""
-os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(SUITE_THREADS)
-torch.set_num_threads(SUITE_THREADS)
-
-FAMILIES = ["gptj", "neox", "llama", "mistral", "qwen2", "gemma", "gemma2"]
+HOOKED_FAMILIES = ["gptj", "neox", "llama", "mistral", "qwen2", "gemma", "gemma2"]
 
 
 @pytest.fixture(autouse=True)
