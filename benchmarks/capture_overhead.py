@@ -12,7 +12,8 @@ import time
 
 import torch
 
-from psheads import RopeLens, zoo
+from psheads import RopeLens
+from psheads.models import zoo
 
 
 def median_seconds(fn, repeats: int) -> float:

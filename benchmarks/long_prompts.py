@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from rss import peak_rss_growth_mb  # noqa: E402  (benchmarks/rss.py)
 
 import psheads  # noqa: E402
-from psheads import zoo  # noqa: E402
+from psheads.models import zoo  # noqa: E402
 from psheads.tasks import word_tokenizer  # noqa: E402
 
 GEMMA3_270M = dict(

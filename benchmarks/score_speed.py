@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from rss import peak_rss_growth_mb  # noqa: E402  (benchmarks/rss.py)
 
-from psheads import RopeLens, score_heads, zoo  # noqa: E402
+from psheads import RopeLens, score_heads  # noqa: E402
+from psheads.models import zoo
 
 LENGTH = 17
 

@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from psheads import training
+from psheads.models import training
 from psheads.tasks import NumberTask
 
 

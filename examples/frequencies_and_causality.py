@@ -17,7 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pandas as pd  # noqa: E402
 
 import psheads  # noqa: E402
-from psheads.ablation import Intervention, heads_by_label  # noqa: E402
+from psheads.experiments.ablation import Intervention, heads_by_label  # noqa: E402
 
 
 def main(n: int = 256) -> pd.DataFrame:

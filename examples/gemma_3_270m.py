@@ -55,7 +55,8 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 import psheads as ps  # noqa: E402
-from psheads import analysis, plotting  # noqa: E402
+from psheads import plotting  # noqa: E402
+from psheads.results import analysis
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ import sys
 import torch
 
 import psheads as ps
-from psheads import zoo
+from psheads.models import zoo
 
 
 @torch.no_grad()

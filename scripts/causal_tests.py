@@ -34,9 +34,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pandas as pd  # noqa: E402
 
 import psheads  # noqa: E402
-from psheads.ablation import Intervention, ablate, heads_by_label, random_heads  # noqa: E402
-from psheads.lens import as_lens  # noqa: E402
-from psheads.zoo import Pretrained  # noqa: E402
+from psheads.experiments.ablation import Intervention, ablate, heads_by_label, random_heads  # noqa: E402
+from psheads.models.zoo import Pretrained  # noqa: E402
+from psheads.rope.lens import as_lens  # noqa: E402
 
 FAST_PLANES = (1, 2, 3, 4)
 """The fast planes removed: the four fastest (the positional heads' dominant planes are 1 and 2)."""

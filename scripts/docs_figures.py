@@ -33,7 +33,7 @@ from urllib.parse import unquote
 import pandas as pd
 
 import psheads
-from psheads.zoo import PRETRAINED_DIR
+from psheads.models.zoo import PRETRAINED_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "figures.md"

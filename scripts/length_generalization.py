@@ -32,8 +32,8 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import psheads  # noqa: E402
-from psheads import zoo  # noqa: E402
-from psheads.lengthgen import DEFAULT_TOKEN_BUDGET, length_generalization  # noqa: E402
+from psheads.experiments.lengthgen import DEFAULT_TOKEN_BUDGET, length_generalization  # noqa: E402
+from psheads.models import zoo  # noqa: E402
 
 LENGTHS = (17, 33, 65, 145, 289, 529, 1041, 2065, 4113)
 """17 tokens (training) and 16·2^k + 17 beyond it, up to 4113 (242× the training length)."""

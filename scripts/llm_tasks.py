@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 import psheads
-from psheads.evaluation import evaluate
+from psheads.measure.evaluation import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("llm-number", "llm-letter", "binding")

@@ -10,8 +10,8 @@ import argparse
 import pandas as pd
 
 from psheads import RopeLens, frequency_profile, load_pretrained, score_heads
-from psheads.references import PAPER_B_FREQUENCY_ID
-from psheads.report import learned_at
+from psheads.reproduction.references import PAPER_B_FREQUENCY_ID
+from psheads.reproduction.report import learned_at
 
 
 def main() -> None:

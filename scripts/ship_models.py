@@ -13,7 +13,7 @@ import argparse
 import shutil
 from pathlib import Path
 
-from psheads import training, zoo
+from psheads.models import training, zoo
 from psheads.tasks import get_task
 
 

@@ -22,7 +22,8 @@ from pathlib import Path
 import pandas as pd
 
 import psheads
-from psheads import discrepancy, theory
+from psheads import discrepancy
+from psheads.models import theory
 
 ROOT = Path(__file__).resolve().parents[1]
 LENGTHS = (2, 3, 8, 16, 17, 18, 24, 32, 33, 34, 40, 48)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from psheads.backends import all_modules
+from psheads.rope.backends import all_modules
 from tests import helpers
 
 SUITE_THREADS = 2

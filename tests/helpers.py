@@ -100,7 +100,7 @@ def boot_bridge(directory: Path, dtype: torch.dtype = torch.float32) -> Any:
 
 def boot_hooked(directory: Path, dtype: torch.dtype = torch.float32) -> Any:
     """Build a HookedTransformer (TransformerLens 3.x) from a local HF directory, offline."""
-    from psheads import zoo
+    from psheads.models import zoo
 
     return zoo.boot_local(directory, dtype=dtype, backend="hooked")
 

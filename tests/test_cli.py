@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import psheads
-from psheads import cli, zoo
+from psheads import cli
+from psheads.models import zoo
 from tests import helpers
 
 # numerically sensitive: every test runs at 1 and 2 torch threads (see conftest.torch_threads)
@@ -209,9 +210,9 @@ def test_a_registered_score_method_is_accepted(directory, prompts, tmp_path) -> 
 
 
 def test_help_shows_defaults_exit_statuses_and_the_library_constants(capsys) -> None:
-    from psheads.lengthgen import DEFAULT_TOKEN_BUDGET, Answers
-    from psheads.profile import ProfileConfig
-    from psheads.scoring import ScoreConfig
+    from psheads.experiments.lengthgen import DEFAULT_TOKEN_BUDGET, Answers
+    from psheads.measure.frequency_profile import ProfileConfig
+    from psheads.measure.scoring import ScoreConfig
 
     assert cli.ANSWERS == get_args(Answers) and cli.TOKEN_BUDGET == DEFAULT_TOKEN_BUDGET
     assert (cli.SCORE_BATCH, cli.PROFILE_BATCH) == (ScoreConfig().batch_size, ProfileConfig().batch_size)
@@ -233,7 +234,7 @@ def test_version_prints_the_package_version(capsys) -> None:
 
 
 def test_reproduce_writes_the_report_and_checks_its_options_first(capsys, tmp_path, monkeypatch) -> None:
-    from psheads import report
+    from psheads.reproduction import report
 
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["reproduce", "--out", str(tmp_path / "report.txt")])

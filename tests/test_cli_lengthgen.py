@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 import psheads
-from psheads import cli, zoo
-from psheads.lengthgen import length_generalization
+from psheads import cli
+from psheads.experiments.lengthgen import length_generalization
+from psheads.models import zoo
 from tests import helpers
 
 # numerically sensitive: every test runs at 1 and 2 torch threads (see conftest.torch_threads)

@@ -235,8 +235,8 @@ def test_pages_that_cite_the_papers_give_the_references(site: Path) -> None:
 
 
 def test_the_api_page_lists_every_frame_schema() -> None:
-    """The API page's schema tables are written from psheads.schema at build time: every schema has its marker."""
-    from psheads import schema
+    """The API page's schema tables are written from psheads.results.schema at build time: every schema has its marker."""
+    from psheads.results import schema
 
     text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     names = sorted(name for name, value in vars(schema).items() if isinstance(value, schema.FrameSchema))

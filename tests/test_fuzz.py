@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import psheads
-from psheads import schema
+from psheads.results import schema
 from psheads.tasks import LetterTask, NumberTask, get_task
 from tests.conftest import model_state
 

@@ -14,8 +14,8 @@ import torch
 import transformers
 
 import psheads
-from psheads import geometry
-from psheads.layer import pattern_error
+from psheads.rope import geometry
+from psheads.rope.layer import pattern_error
 
 SKIP = os.environ.get("PSHEADS_SKIP_REAL_LLM") == "1"
 LOCAL, GLOBAL = 4, 5  # Gemma 3: five sliding-window (base 1e4) layers, then one global (base 1e6)

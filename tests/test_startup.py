@@ -41,9 +41,9 @@ def test_every_public_name_resolves_and_is_listed() -> None:
     for name in psheads.__all__:
         assert getattr(psheads, name) is not None, name
     assert set(psheads.__all__) <= set(dir(psheads))
-    assert psheads.plotting.__name__ == "psheads.plotting" and psheads.zoo.__name__ == "psheads.zoo"
+    assert psheads.plotting.__name__ == "psheads.plotting" and psheads.zoo.__name__ == "psheads.models.zoo"
     from psheads import score_heads
-    from psheads.scoring import score_heads as defined
+    from psheads.measure.scoring import score_heads as defined
 
     assert score_heads is defined
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):

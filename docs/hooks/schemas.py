@@ -1,6 +1,6 @@
-"""MkDocs hook: the frame-schema tables of the API page, written from ``psheads.schema`` at build time.
+"""MkDocs hook: the frame-schema tables of the API page, written from ``psheads.results.schema`` at build time.
 
-A line ``<!-- schema: NAME -->`` in a page becomes the table of ``psheads.schema.NAME`` (column,
+A line ``<!-- schema: NAME -->`` in a page becomes the table of ``psheads.results.schema.NAME`` (column,
 dtype, meaning), so the docs never drift from the code.
 """
 
@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import re
 
-from psheads import schema
+from psheads.results import schema
 
 MARKER = re.compile(r"^<!-- schema: (?P<name>[A-Z_]+) -->$", re.MULTILINE)
 
 
 def table(name: str) -> str:
-    """``psheads.schema.<name>`` as a Markdown table."""
+    """``psheads.results.schema.<name>`` as a Markdown table."""
     frame = getattr(schema, name)
     if not isinstance(frame, schema.FrameSchema):
-        raise ValueError(f"psheads.schema.{name} is not a FrameSchema")
+        raise ValueError(f"psheads.results.schema.{name} is not a FrameSchema")
     rows = [f"| `{c.name}` | {c.dtype} | {c.meaning} |" for c in frame.describe().itertuples()]
     return "\n".join(["| column | dtype | meaning |", "|---|---|---|", *rows])
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from psheads import __version__
-from psheads.frames import FORMATS
+from psheads.results.files import FORMATS
 
 logger = logging.getLogger(__name__)
 
@@ -45,10 +45,10 @@ DTYPES = ("float32", "bfloat16", "float16")
 """``--dtype`` choices: torch dtypes the models load in."""
 
 ANSWERS = ("task", "vocabulary")
-"""``lengthgen --answers`` choices (``psheads.lengthgen.Answers``)."""
+"""``lengthgen --answers`` choices (``psheads.experiments.lengthgen.Answers``)."""
 
 TOKEN_BUDGET = 8192
-"""``lengthgen --token-budget`` default (``psheads.lengthgen.DEFAULT_TOKEN_BUDGET``)."""
+"""``lengthgen --token-budget`` default (``psheads.experiments.lengthgen.DEFAULT_TOKEN_BUDGET``)."""
 
 SCORE_BATCH, PROFILE_BATCH = 64, 32
 """``--batch-size`` defaults of ``score`` and ``profile`` (``ScoreConfig``'s and ``ProfileConfig``'s)."""
@@ -103,7 +103,7 @@ def _check_writable(path: str | None, flag: str) -> None:
 
 def _check_out(path: str | None) -> None:
     """``--out``: a format ``save_frame`` writes (with its dependencies) into a writable folder."""
-    from psheads.frames import check_frame_path
+    from psheads.results.files import check_frame_path
 
     if path is None:
         return
@@ -125,7 +125,7 @@ def _check_html(path: str | None, flag: str) -> None:
 
 def _model_task(model: str) -> Any:
     """The task ``model`` was trained on, or None (an LLM, or a folder without a training record)."""
-    from psheads import zoo
+    from psheads.models import zoo
     from psheads.tasks import get_task
 
     if model in zoo.LLMS:
@@ -190,7 +190,7 @@ def _loader_output(quiet: bool) -> Iterator[None]:
     from huggingface_hub import utils as hub
     from transformers.utils import logging as hf_logging
 
-    from psheads.progress import show_progress
+    from psheads.interface.progress import show_progress
 
     saved = (hf_logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled(), hf_logging.get_verbosity(),
              hub.logging.get_verbosity())
@@ -215,7 +215,7 @@ def _load(model: str, dtype: str, device: Any, quiet: bool) -> Any:
     """A shipped model or LLM name, or a local Hugging Face folder, as a TransformerLens model."""
     import torch
 
-    from psheads import zoo
+    from psheads.models import zoo
 
     with _loader_output(quiet):
         if model in zoo.PRETRAINED or model in zoo.LLMS:
@@ -240,7 +240,7 @@ def _prompts(source: Any, model: Any, n: int, seed: int) -> Any:
 
 
 def _write(frame: Any, path: str | None) -> None:
-    from psheads.frames import save_frame, sidecar
+    from psheads.results.files import save_frame, sidecar
 
     if path is None:
         return
@@ -256,8 +256,8 @@ def _prompt_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _score(args: argparse.Namespace) -> int:
     _check_out(args.out)  # first: a wrong extension fails before torch is imported
-    from psheads import schema
-    from psheads.scoring import ScoreConfig, score_heads
+    from psheads.measure.scoring import ScoreConfig, score_heads
+    from psheads.results import schema
 
     with _as_usage():
         config = ScoreConfig().replace(method=args.method, block_size=args.block_size, by_frequency=args.by_frequency,
@@ -273,8 +273,8 @@ def _score(args: argparse.Namespace) -> int:
 
 def _profile(args: argparse.Namespace) -> int:
     _check_out(args.out)
-    from psheads import schema
-    from psheads.profile import ProfileConfig, frequency_profile
+    from psheads.measure.frequency_profile import ProfileConfig, frequency_profile
+    from psheads.results import schema
 
     with _as_usage():
         config = ProfileConfig().replace(**_prompt_options(args))
@@ -289,7 +289,7 @@ def _profile(args: argparse.Namespace) -> int:
 def _lengthgen(args: argparse.Namespace) -> int:
     _check_out(args.out)
     _check_html(args.figure, "--figure")
-    from psheads.lengthgen import length_generalization
+    from psheads.experiments.lengthgen import length_generalization
 
     task, device = _task(args), _device(args)
     model = _load(args.model, args.dtype, device, args.quiet)
@@ -310,8 +310,8 @@ def _lengthgen(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from psheads.models.training import TrainConfig, train
     from psheads.tasks import get_task
-    from psheads.training import TrainConfig, train
 
     with _as_usage():
         get_task(args.task)
@@ -330,7 +330,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     _check_html(args.out, "--out")
     if args.data is not None and not Path(args.data).is_dir():
         raise CommandError(f"--data {args.data}: no such folder")
-    from psheads import report
+    from psheads.reproduction import report
 
     with _as_usage():
         config = report.ReportConfig(data=args.data, prompts=args.prompts, seed=args.seed,
@@ -348,7 +348,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from psheads import zoo
+    from psheads.models import zoo
 
     if all((zoo.PRETRAINED_DIR / name / "config.json").exists() for name in zoo.PRETRAINED):
         code = _demo_shipped(args)
@@ -370,9 +370,9 @@ DEMO_TEXT = (
 def _demo_llm(args: argparse.Namespace) -> int:
     import torch
 
-    from psheads import zoo
-    from psheads.lens import RopeLens
-    from psheads.scoring import score_heads
+    from psheads.measure.scoring import score_heads
+    from psheads.models import zoo
+    from psheads.rope.lens import RopeLens
 
     try:
         with _loader_output(args.quiet):
@@ -396,11 +396,11 @@ def _demo_llm(args: argparse.Namespace) -> int:
 
 
 def _demo_shipped(args: argparse.Namespace) -> int:
-    from psheads import zoo
-    from psheads.lens import RopeLens
-    from psheads.profile import frequency_profile
-    from psheads.references import PAPER_B_FREQUENCY_ID
-    from psheads.scoring import score_heads
+    from psheads.measure.frequency_profile import frequency_profile
+    from psheads.measure.scoring import score_heads
+    from psheads.models import zoo
+    from psheads.reproduction.references import PAPER_B_FREQUENCY_ID
+    from psheads.rope.lens import RopeLens
     from psheads.tasks import checked_batch
 
     for name in zoo.PRETRAINED:
@@ -429,9 +429,9 @@ def _demo_shipped(args: argparse.Namespace) -> int:
 def _demo_random(args: argparse.Namespace) -> int:
     import torch
 
-    from psheads import zoo
-    from psheads.lens import RopeLens
-    from psheads.profile import frequency_profile
+    from psheads.measure.frequency_profile import frequency_profile
+    from psheads.models import zoo
+    from psheads.rope.lens import RopeLens
 
     print(f"No shipped models found: building a random paper-B GPT-J (12 layers x 1 head, hidden 128, "
           f"seed {args.seed}) ...")

@@ -1,6 +1,6 @@
 """Figures: pure functions from psheads frames to ``plotly.graph_objects.Figure``.
 
-No computation beyond reshaping and the summaries of ``psheads.analysis``, no ``.show()``, no
+No computation beyond reshaping and the summaries of ``psheads.results.analysis``, no ``.show()``, no
 file I/O. Every figure uses one clean template (``TEMPLATE``, on plotly's ``simple_white``);
 figures coloured by layer share one colour per layer (``layer_colors``). Each function checks its
 input and names the psheads function that makes the frame it needs.
@@ -19,9 +19,9 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from psheads import analysis, schema
-from psheads.methods import LABELS
-from psheads.reprs import layer_text
+from psheads.interface.reprs import layer_text
+from psheads.measure.methods import LABELS
+from psheads.results import analysis, schema
 
 __all__ = [
     "LAYER_COLORSCALE", "TEMPLATE", "accuracy_by_band", "accuracy_by_hops", "accuracy_under_ablation",
@@ -61,13 +61,13 @@ TEMPLATE = _template()
 _PRODUCERS = {
     schema.SCORES.name: "psheads.score_heads",
     schema.DYNAMICS.name: "psheads.train (its dynamics.csv), or psheads.load_pretrained(name).dynamics",
-    schema.EVALUATION.name: "psheads.training.evaluate, or psheads.load_pretrained(name).evaluation",
+    schema.EVALUATION.name: "psheads.models.training.evaluate, or psheads.load_pretrained(name).evaluation",
     schema.PROFILE_PLANES.name: "psheads.frequency_profile(...).planes",
     schema.SWAPS.name: "psheads.swap_attention",
     schema.DISCREPANCY.name: "psheads.discrepancy",
-    schema.ABLATION.name: "psheads.ablation.ablate",
-    schema.LENGTH_GENERALIZATION.name: "psheads.lengthgen.length_generalization",
-    schema.GATING_SWEEP.name: "psheads.sweep.gating_sweep",
+    schema.ABLATION.name: "psheads.experiments.ablation.ablate",
+    schema.LENGTH_GENERALIZATION.name: "psheads.experiments.lengthgen.length_generalization",
+    schema.GATING_SWEEP.name: "psheads.experiments.gating_sweep.gating_sweep",
 }
 
 
@@ -453,7 +453,7 @@ def frequency_scores(scores: pd.DataFrame, columns: Sequence[str] = analysis.SCO
         scores: a reduced ``score_heads(..., by_frequency=True)`` frame.
         columns: the score columns, one panel each.
         by: one line per value of this column (e.g. ``"layer_kind"`` from
-            ``psheads.analysis.add_layer_kind``, or ``"layer"``, coloured by ``layer_colors``); None:
+            ``psheads.results.analysis.add_layer_kind``, or ``"layer"``, coloured by ``layer_colors``); None:
             one line over every head.
         quantiles: the (low, high) quantiles of the band.
         x: ``"plane"`` (frequency ID, 1 = fastest, with θ on a top axis) or ``"period"`` (2π/θ in
@@ -503,7 +503,7 @@ def frequency_scores(scores: pd.DataFrame, columns: Sequence[str] = analysis.SCO
 def layer_distributions(scores: pd.DataFrame, columns: Sequence[str] = analysis.SCORE_COLUMNS) -> go.Figure:
     """Each score's distribution over the heads of every layer: a box per layer, every head drawn.
 
-    Layers of a ``layer_kind`` column's ``"global"`` kind (``psheads.analysis.add_layer_kind``)
+    Layers of a ``layer_kind`` column's ``"global"`` kind (``psheads.results.analysis.add_layer_kind``)
     are shaded.
 
     Args:
@@ -583,9 +583,9 @@ def local_global(scores: pd.DataFrame, local: Any = None, columns: Sequence[str]
 
     Args:
         scores: a reduced per-head ``score_heads`` frame, with a ``layer_kind`` column
-            (``psheads.analysis.add_layer_kind``) unless ``local`` is given.
+            (``psheads.results.analysis.add_layer_kind``) unless ``local`` is given.
         local: a ``RopeLens``, a mapping ``{layer: "local" | "global"}`` or the list of local
-            layers (see ``psheads.analysis.add_layer_kind``).
+            layers (see ``psheads.results.analysis.add_layer_kind``).
         columns: the score columns, one box pair each.
     """
     columns = analysis.column_names(columns, "columns")
@@ -681,7 +681,7 @@ def accuracy_vs_length(frame: pd.DataFrame) -> go.Figure:
     A ``model`` column (else a ``task`` column) puts each value in its own panel, side by side.
 
     Args:
-        frame: a ``psheads.lengthgen.length_generalization`` frame (``length, hops, accuracy``;
+        frame: a ``psheads.experiments.lengthgen.length_generalization`` frame (``length, hops, accuracy``;
             ``n`` shows on hover), or several stacked with a ``model`` or ``task`` column, such as
             the shipped ``Pretrained.length_generalization`` frames.
 
@@ -762,7 +762,7 @@ def accuracy_under_ablation(frame: pd.DataFrame) -> go.Figure:
     ``ablate`` writes it.
 
     Args:
-        frame: a ``psheads.ablation.ablate`` frame (``intervention, hops, accuracy``; ``n`` shows on
+        frame: a ``psheads.experiments.ablation.ablate`` frame (``intervention, hops, accuracy``; ``n`` shows on
             hover), or several stacked with a ``model`` or ``task`` column, such as
             ``docs/data/causal_tests.csv``.
 
@@ -802,7 +802,7 @@ def accuracy_by_band(frame: pd.DataFrame) -> go.Figure:
     keep their order in the frame.
 
     Args:
-        frame: a ``psheads.sweep.gating_sweep`` frame (``task, band, seed, accuracy``; ``planes``
+        frame: a ``psheads.experiments.gating_sweep.gating_sweep`` frame (``task, band, seed, accuracy``; ``planes``
             shows on hover), such as ``docs/data/gating_sweep.csv``.
 
     Raises:

@@ -12,7 +12,7 @@ from jaxtyping import Int
 from tokenizers import Tokenizer, models, pre_tokenizers
 from torch import Tensor
 
-from psheads import validation
+from psheads.interface import validation
 
 UNKNOWN = "<unk>"
 BOS = "<bos>"

@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from psheads import validation
+from psheads.interface import validation
 from psheads.tasks.base import TaskBatch, balanced, register_task
 
 # The word lists. Every word is a single Gemma-3 token in the form a task uses (checked when a
@@ -300,7 +300,7 @@ class _LLMTask:
     def _require(self) -> _Built:
         if self._built is None:
             raise ValueError(f"Task {self.name!r} has no tokenizer yet: build it with task.for_tokenizer("
-                             "model.tokenizer) or pass tokenizer=... (psheads.evaluation.evaluate does it for you).")
+                             "model.tokenizer) or pass tokenizer=... (psheads.measure.evaluation.evaluate does it for you).")
         return self._built
 
     @property

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from psheads import validation
+from psheads.interface import validation
 from psheads.tasks.base import TaskBatch, balanced, register_task, to_text
 
 

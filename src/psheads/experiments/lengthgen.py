@@ -1,0 +1,196 @@
+"""Length generalization: accuracy of a model on a multi-hop task as its prompts grow.
+
+Paper B tests its trained models far beyond their 17 training tokens by inserting extra
+target-window tokens before the effective target window (the tasks' ``extra_target``): the
+query, the pre-target window and the eight target tokens the path can reach stay as in
+training, and only the distance to the start of the prompt grows. The generator keeps every
+long prompt valid: no extra token creates a second match on the letter path, and no relative
+hop of the number path moves.
+
+``length_generalization`` runs a model on such prompts at any total lengths and returns the
+accuracy per length and hop count, in batches sized by a token budget so that memory stays
+bounded at thousands of tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Iterable
+from typing import Literal, get_args
+
+import pandas as pd
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from psheads.interface import validation
+from psheads.interface.progress import progress_bar
+from psheads.measure.evaluation import batch_accuracy, check_model, context_length, task_for_model, with_window
+from psheads.measure.scoring import versions
+from psheads.results import schema
+from psheads.rope.backends import preserved_state
+from psheads.tasks import Task, checked_batch
+
+logger = logging.getLogger(__name__)
+
+COLUMNS = tuple(schema.LENGTH_GENERALIZATION.names)
+"""The columns of ``length_generalization``'s frame."""
+
+Answers = Literal["task", "vocabulary"]
+"""Where the prediction is chosen: the task's answer tokens, or the model's whole vocabulary."""
+
+DEFAULT_TOKEN_BUDGET = 8192
+"""Tokens per forward pass by default: ``8192 // length`` prompts (at least one) run at once."""
+
+
+def answer_vocabulary(task: Task) -> Int[Tensor, " c"]:
+    """The token ids a multi-hop task's answer can take: ids ``0…task.n_answers − 1``.
+
+    ``NumberTask``: the ``n_symbols`` symbols; ``LetterTask``: the letter·integer pairs. Both
+    vocabularies list these first; any task with a positive ``n_answers`` works the same way.
+
+    Raises:
+        ValueError: any other task (pass ``answers="vocabulary"`` to ``length_generalization``).
+    """
+    n_answers = getattr(task, "n_answers", None)
+    if isinstance(n_answers, int) and n_answers > 0:
+        return torch.arange(n_answers)
+    raise ValueError(f"Task {getattr(task, 'name', type(task).__name__)!r}: no known answer vocabulary (only the number "
+                     "and letter tasks have one); pass answers='vocabulary' for the whole-vocabulary argmax.")
+
+
+def base_length(task: Task) -> int:
+    """Tokens of ``task``'s prompts without extra target tokens (``n_target + n_pre + 1`` for the multi-hop tasks).
+
+    Raises:
+        TypeError: the task has no ``n_target`` and ``extra_target`` options.
+    """
+    return int(checked_batch(with_window(task, task.n_target), 1, seed=0).tokens.shape[1])
+
+
+def _lengthened(task: Task, length: int, base: int) -> Task:
+    """``task`` with prompts of ``length`` tokens in all: ``extra_target = length − base``."""
+    return with_window(task, task.n_target + length - base)
+
+
+def prompts_per_forward(length: int, token_budget: int) -> int:
+    """Prompts of ``length`` tokens one forward pass takes: ``token_budget // length``, at least 1."""
+    return max(1, token_budget // length)
+
+
+def length_generalization(model: torch.nn.Module, task: Task | str, lengths: Iterable[int], n: int = 512,
+                          seed: int = 0, token_budget: int = DEFAULT_TOKEN_BUDGET, answers: Answers = "task",
+                          progress: bool | None = None, model_name: str | None = None) -> pd.DataFrame:
+    """Next-token accuracy of ``model`` on ``task`` at each total prompt length in ``lengths``.
+
+    A prompt of length L has ``extra_target = L − (n_target + n_pre + 1)`` extra target-window
+    tokens before the effective window (paper B's length generalization; see the task classes
+    for why such prompts still obey the task's rules). Every length gets ``n`` fresh prompts
+    from ``seed``, hop counts in equal shares.
+
+    The prediction is the argmax of the logits after the last token over the task's answer
+    vocabulary (``answers="task"``, the default: the target-window alphabet, see
+    ``answer_vocabulary``), or over the whole vocabulary (``answers="vocabulary"``, as
+    ``psheads.evaluate`` does for these tasks). The restricted argmax measures whether the model
+    retrieves the right target token, not whether it still emits a target token at all: at
+    lengths far beyond training a model may drift to an integer or a letter·letter pair, which
+    is a failure of the output format rather than of the hop mechanism. On in-distribution
+    lengths both agree for a trained model.
+
+    Memory: ``prompts_per_forward(L, token_budget)`` prompts run at once, so one batch holds
+    about ``token_budget`` tokens (one prompt when ``L > token_budget``). The largest tensors
+    are a layer's attention scores, ``prompts × n_heads × L × L`` fp32, i.e. at most
+    ``max(token_budget, L) × L × n_heads × 4`` bytes, of which eager attention keeps a few
+    copies (scores, masked scores, pattern) for one layer at a time. On the shipped models
+    (12 layers × 1 head, n_positions 8192) with the default budget, L = 4113 runs one prompt per
+    forward (68 MB per copy), and the whole process (Python, torch and the booted model, 0.47 GB
+    alone, included) peaked at 1.5 to 1.7 GB RSS (TransformerBridge, fp32, CPU, TransformerLens 4.3);
+    ``scripts/length_generalization.py`` records the peak per length. The logits are bounded
+    separately (``psheads.measure.evaluation.LOGITS_BYTES``). Time grows with L²: on a 2-core CPU about
+    1.6 s per prompt at L = 2065 and 5 s at L = 4113.
+
+    Args:
+        model: a ``TransformerBridge``, a ``HookedTransformer`` or a Hugging Face causal LM.
+        task: a multi-hop task (``NumberTask``, ``LetterTask`` or one with ``n_target`` and
+            ``extra_target`` options), or its registered name. Its own ``extra_target`` is ignored:
+            ``lengths`` are total lengths.
+        lengths: total prompt lengths in tokens, each at least the base prompt's
+            ``n_target + n_pre + 1`` and at most the model's context.
+        n: prompts per length.
+        seed: seed of every length's prompts.
+        token_budget: tokens per forward pass (see Memory).
+        answers: ``"task"`` (argmax over the answer vocabulary) or ``"vocabulary"``.
+        progress: progress bar, one step per forward pass (default: in a notebook or on a terminal).
+        model_name: if given, the frame starts with a ``model`` column holding it (and
+            ``attrs["model_name"]``), so that curves of several models concatenate.
+
+    Returns:
+        One row per length and hop count ("1", "2", …, then "all"), in the order of ``lengths``:
+        ``length``, ``hops`` (str), ``accuracy`` and ``n`` (prompts). ``attrs`` records the task
+        (name and options, ``extra_target`` left out), ``n``, ``seed``, ``token_budget``,
+        ``answers``, ``n_candidates`` (None for the whole vocabulary), ``prompts_per_forward``
+        and ``seconds`` per length, the model's ``context`` and ``versions`` (psheads and its
+        dependencies).
+
+    Raises:
+        TypeError: ``model`` is not a torch module, or the task cannot be lengthened.
+        ValueError: a bad ``n``, ``seed``, ``token_budget`` or ``answers``; no lengths; a length
+            below the base prompt (the message gives the possible lengths) or beyond the model's
+            context; ``answers="task"`` for a task without a known answer vocabulary.
+    """
+    check_model(model)
+    n, seed = validation.integer(n, "n", minimum=1), validation.seed(seed)
+    token_budget = validation.integer(token_budget, "token_budget", minimum=1)
+    progress = validation.optional_boolean(progress, "progress")
+    model_name = schema.model_name(model_name)
+    if answers not in get_args(Answers):
+        raise ValueError(f"answers must be one of {get_args(Answers)}, got {answers!r}.")
+    task = task_for_model(task, model)
+    fields = {f.name for f in dataclasses.fields(task)} if dataclasses.is_dataclass(task) else set()
+    if not {"n_target", "extra_target"} <= fields:
+        raise TypeError(f"length_generalization lengthens prompts with a task's `extra_target` (NumberTask, LetterTask); "
+                        f"{type(task).__name__} has no such option.")
+    sizes = list(validation.integers(lengths, "lengths", minimum=1, unique=True))
+    if not sizes:
+        raise ValueError("lengths must list at least one prompt length.")
+    base, context = base_length(task), context_length(model)
+    possible = f"{base}…{context}" if context is not None else f"{base} or more"
+    short = [length for length in sizes if length < base]
+    if short:
+        raise ValueError(f"Task {task.name!r}: lengths {short} are shorter than its base prompt of {base} tokens "
+                         f"(n_target + n_pre + 1); possible lengths are {possible} (extra_target = length − {base}).")
+    long = [length for length in sizes if context is not None and length > context]
+    if long:
+        raise ValueError(f"lengths {long} exceed the model's context of {context} tokens (n_ctx / n_positions); "
+                         f"possible lengths are {possible}.")
+    candidates = answer_vocabulary(task) if answers == "task" else None
+    per_forward = [prompts_per_forward(length, token_budget) for length in sizes]
+    frames, seconds, n_candidates = [], [], None
+    with progress_bar(total=sum(-(-n // k) for k in per_forward), desc="length generalization",
+                      progress=progress) as bar, \
+            torch.no_grad(), preserved_state(model):
+        for length, batch_size in zip(sizes, per_forward):
+            start = time.perf_counter()
+            each = _lengthened(task, length, base)
+            batch = checked_batch(each, n, seed=seed)
+            if batch.tokens.shape[1] != length:
+                raise ValueError(f"Task {task.name!r}: extra_target={each.extra_target} gave prompts of "
+                                 f"{batch.tokens.shape[1]} tokens, not {length}: its prompts do not grow by one token "
+                                 "per extra target token.")
+            if candidates is not None:
+                batch = dataclasses.replace(batch, candidates=candidates)
+            rows, n_candidates = batch_accuracy(model, batch, task.name, batch_size, bar)
+            rows.insert(0, "length", length)
+            frames.append(rows)
+            seconds.append(time.perf_counter() - start)
+            logger.info("length %d: accuracy %.4f on %d prompts in %.1f s", length,
+                        float(rows["accuracy"].iloc[-1]), n, seconds[-1])
+    frame = pd.concat(frames, ignore_index=True)[list(COLUMNS)]
+    options = {key: value for key, value in dataclasses.asdict(task).items() if key not in ("name", "extra_target")}
+    frame.attrs = {"task": task.name, "task_options": options, "lengths": sizes, "n": n, "seed": seed,
+                   "token_budget": token_budget, "answers": answers, "n_candidates": n_candidates,
+                   "prompts_per_forward": per_forward, "seconds": seconds, "context": context,
+                   "versions": versions()}
+    return schema.tag_model(frame, model_name)

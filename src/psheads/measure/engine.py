@@ -1,0 +1,346 @@
+"""The one engine every measurement runs on.
+
+    prompts ─► batches ─► one capture per batch ─► per layer stack and key group: KeyLogits
+            ─► a measurement ─► Measured rows ─► running-sum reduction ─► tidy frame
+
+A *measurement* is any function ``KeyLogits -> {column: tensor [*lead]}``: the score methods of
+``psheads.measure.methods``, frequency usage in ``psheads.measure.frequency_profile``, or your own. The engine batches the
+prompts, captures q/k̃/tables once per batch, stacks layers that share their geometry and
+tables into one pass, groups prompts that share a key layout, bounds memory by ``CHUNK_BYTES``
+and, with ``by_frequency``, hands the measurement one view per RoPE plane.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from einops import rearrange
+from jaxtyping import Float
+from torch import Tensor
+
+from psheads.interface.progress import progress_bar
+from psheads.measure.prompts import KeyGroup, PromptSet
+from psheads.rope import geometry
+from psheads.rope.layer import LayerCapture, LayerGeometry
+from psheads.rope.lens import RopeLens
+
+#: Bytes one intermediate fp64 tensor may take; prompts, heads and rows are chunked to fit.
+CHUNK_BYTES = 2**28
+
+
+@dataclass(frozen=True)
+class KeyLogits:
+    """One layer's logits at the query for a group of prompts, in factored form (fp64).
+
+    Over the swappable keys S (``n`` of them, in order), the position × token matrix is
+    ``M[p, m] = positions[p] · tokens[m]`` before the soft-cap: the logit the token now at key
+    ``m`` would get at key position ``p``. Row ``p`` of ``positions`` depends only on the position
+    (the model's rotation tables; shared by every prompt and head), row ``m`` of ``tokens`` only on
+    the token (its pre-rotary key weighted by the query); see
+    ``psheads.rope.geometry.position_token_factors``. The diagonal of M is the model's own logit row on
+    S. ``other`` holds the logits to the visible keys outside S (BOS, the query itself, keys not
+    chosen), which no swap moves. Leading dims ``*lead`` are ``[prompt, head]`` for whole heads and
+    ``[prompt, head, plane]`` for per-plane views (``by_frequency``).
+
+    Attributes:
+        positions: ``[n, k]`` (or broadcastable to ``[*lead, n, k]``) position factors.
+        tokens: ``[*lead, n, k]`` token factors.
+        other: ``[*lead, n_other]`` pre-soft-cap logits to the other visible keys.
+        softcap: the layer's soft-cap, applied entrywise by every accessor.
+    """
+
+    positions: Float[Tensor, "*lead n k"]
+    tokens: Float[Tensor, "*lead n k"]
+    other: Float[Tensor, "*lead n_other"]
+    softcap: float | None
+
+    @property
+    def n(self) -> int:
+        """Number of swappable keys |S|."""
+        return int(self.tokens.shape[-2])
+
+    @property
+    def lead(self) -> torch.Size:
+        """Leading dims."""
+        return self.tokens.shape[:-2]
+
+    @functools.cached_property
+    def small_matrix(self) -> Float[Tensor, "*lead n n"] | None:
+        """All of M (soft-capped), kept when it is no bigger than the token factors (``n <= k``)."""
+        return self._product(slice(None)) if self.n <= self.tokens.shape[-1] else None
+
+    @functools.cached_property
+    def diagonal(self) -> Float[Tensor, "*lead n"]:
+        """The model's logits to the keys in S (soft-capped)."""
+        if self.small_matrix is not None:
+            return self.small_matrix.diagonal(dim1=-2, dim2=-1)
+        return geometry.soft_cap((self.positions * self.tokens).sum(-1), self.softcap)
+
+    @functools.cached_property
+    def other_logits(self) -> Float[Tensor, "*lead n_other"]:
+        """Logits to the visible keys outside S (soft-capped)."""
+        return geometry.soft_cap(self.other, self.softcap)
+
+    @functools.cached_property
+    def log_attention(self) -> Float[Tensor, "*lead visible"]:
+        """log D: the unswapped attention at the query over S, then the other visible keys."""
+        logits = torch.cat([self.diagonal, self.other_logits], dim=-1)
+        return logits - torch.logsumexp(logits, dim=-1, keepdim=True)
+
+    def matrix(self, rows: slice = slice(None)) -> Float[Tensor, "*lead row n"]:
+        """``M[rows, :]`` (soft-capped); all of M by default."""
+        if self.small_matrix is not None:
+            return self.small_matrix[..., rows, :]
+        return self._product(rows)
+
+    def _product(self, rows: slice) -> Float[Tensor, "*lead row n"]:
+        if self.positions.ndim == 2:  # shared positions: one matrix product for every entry
+            product = (self.tokens @ self.positions[rows].T).transpose(-1, -2)
+        else:
+            product = self.positions[..., rows, :] @ self.tokens.transpose(-1, -2)
+        return geometry.soft_cap(product, self.softcap)
+
+    def select(self, index: Tensor | slice | int) -> KeyLogits:
+        """The view restricted to some flattened leading entries (``index`` into ``lead.numel()``)."""
+        shape = (*self.lead, *self.positions.shape[-2:])
+        positions = self.positions if self.positions.ndim == 2 else self.positions.expand(shape).flatten(0, -3)[index]
+        return KeyLogits(positions, self.tokens.flatten(0, -3)[index], self.other.flatten(0, -2)[index], self.softcap)
+
+    def flat(self) -> KeyLogits:
+        """The view with its leading dims flattened into one."""
+        return self.select(slice(None))
+
+
+Measurement = Callable[[KeyLogits], dict[str, Tensor]]
+"""``KeyLogits -> {column: [*lead] tensor}``; the engine calls it once per group (and plane set)."""
+
+
+@dataclass
+class Measured:
+    """A measurement's values for some prompts and heads of a stack of layers (layers that share
+    their geometry and tables are measured in one pass).
+
+    Attributes:
+        layers: the layers, in stack order.
+        prompts: indices of the prompts in the prompt set.
+        heads: ``[h]`` query heads (the same in every layer of the stack).
+        values: ``{column: [prompt, layer · head]}`` or ``[prompt, layer · head, slot]`` (fp64,
+            CPU; layer-major); slots are planes ``1 … F`` then 0 with ``by_frequency``.
+    """
+
+    layers: list[LayerGeometry]
+    prompts: list[int]
+    heads: Tensor
+    values: dict[str, Tensor]
+
+
+def stacked_layers(lens: RopeLens, layers: list[int], captures: dict[int, LayerCapture]) -> list[list[int]]:
+    """Layers grouped so that each group's heads can be scored in one pass (same geometry and
+    the same rotation tables on this batch)."""
+    stacks: list[list[int]] = []
+    for layer in layers:
+        for stack in stacks:
+            first = stack[0]
+            if (lens.layers[first].same_geometry(lens.layers[layer])
+                    and torch.equal(captures[first].cos, captures[layer].cos)
+                    and torch.equal(captures[first].sin, captures[layer].sin)):
+                stack.append(layer)
+                break
+        else:
+            stacks.append([layer])
+    return stacks
+
+
+def _stack(lens: RopeLens, stack: list[int], captures: dict[int, LayerCapture]) -> tuple[LayerGeometry, LayerCapture]:
+    """One geometry and capture whose heads are the stacked layers' heads, in order."""
+    first = lens.layers[stack[0]]
+    if len(stack) == 1:
+        return first, captures[stack[0]]
+    geo = dataclasses.replace(first, n_heads=first.n_heads * len(stack), n_kv_heads=first.n_kv_heads * len(stack))
+    capture = LayerCapture(q=torch.cat([captures[layer].q for layer in stack], dim=2),
+                           k=torch.cat([captures[layer].k for layer in stack], dim=2),
+                           cos=captures[stack[0]].cos, sin=captures[stack[0]].sin)
+    return geo, capture
+
+
+def _index(positions: Sequence[int], device: torch.device) -> slice | Tensor:
+    """A slice when ``positions`` is a contiguous run (a view, no copy), else an index tensor."""
+    if len(positions) and list(positions) == list(range(positions[0], positions[0] + len(positions))):
+        return slice(positions[0], positions[0] + len(positions))
+    return torch.tensor(list(positions), device=device, dtype=torch.long)
+
+
+def key_logits(geo: LayerGeometry, capture: LayerCapture, group: KeyGroup, heads: Tensor,
+               by_frequency: bool) -> list[KeyLogits]:
+    """The factored logits of a group's prompts and ``heads``: one whole-head view, or with
+    ``by_frequency`` two per-plane views (the F rotated planes, then the unrotated dims)."""
+    device = capture.k.device
+    rows = _index(group.rows, device)
+    cos, sin = capture.full_tables
+    t = group.query
+    q = capture.q[rows, 0][:, _index(heads.tolist(), device)].double()  # [g, h, d]
+    q_rot = geometry.rotate(q, cos[t], sin[t], geo.layout)
+    k = rearrange(capture.k[rows], "prompt pos kv d -> prompt kv pos d")[:, _index(geo.kv_head_of[heads].tolist(), device)]
+    swappable, others = _index(group.swappable, device), _index(group.others, device)
+    positions, tokens = geometry.position_token_factors(q_rot, k[:, :, swappable], cos[swappable], sin[swappable],
+                                                        geo.layout, geo.scale)
+    k_other = geometry.rotate(k[:, :, others].double(), cos[others], sin[others], geo.layout)
+    products = q_rot.unsqueeze(-2) * k_other * geo.scale  # [g, h, n_other, d]
+    if not by_frequency:
+        return [KeyLogits(positions, tokens, products.sum(-1), geo.softcap)]
+    planes = geo.n_planes
+    (p, t_), (p0, t0) = geometry.plane_factors(positions, tokens, planes)  # [(g, h,) plane, n, 2 or 1]
+    o = rearrange(products @ geo.layout.membership().to(device), "... other plane -> ... plane other")
+    return [KeyLogits(p, t_, o[:, :, :planes], geo.softcap), KeyLogits(p0, t0, o[:, :, planes:], geo.softcap)]
+
+
+def run(
+    lens: RopeLens,
+    prompts: PromptSet,
+    measure: Measurement,
+    *,
+    layers: list[int],
+    heads: tuple[int, ...] | None,
+    min_keys: int,
+    need: str,
+    by_frequency: bool = False,
+    batch_size: int = 64,
+    progress: bool | None = None,
+    desc: str = "psheads",
+) -> Iterator[Measured]:
+    """Run ``measure`` on every layer, head and prompt; yields ``Measured`` per layer and part.
+
+    Args:
+        lens: the lens (geometry and backend).
+        prompts: prepared prompts.
+        measure: the measurement.
+        layers: layers to measure.
+        heads: query heads to measure (None: all).
+        min_keys: fewer swappable keys at a layer is an error (``need`` says what they are for).
+        need: what ``min_keys`` keys are needed for, for the error message.
+        by_frequency: measure every RoPE plane as its own head (adds a slot axis).
+        batch_size: prompts per forward pass; memory is bounded by one batch.
+        progress: progress bar (default: in a notebook or on a terminal).
+        desc: progress-bar label.
+    """
+    n_batches = math.ceil(len(prompts) / batch_size)
+    with lens.backend.analysis():
+        yield from _run(lens, prompts, measure, layers, heads, min_keys, need, by_frequency,
+                        progress_bar(prompts.batches(batch_size), total=n_batches, desc=desc, progress=progress))
+
+
+def _run(lens: RopeLens, prompts: PromptSet, measure: Measurement, layers: list[int], heads: tuple[int, ...] | None,
+         min_keys: int, need: str, by_frequency: bool, batches: Iterator) -> Iterator[Measured]:
+    for indices, tokens, query in batches:
+        captures = lens.backend.capture(tokens, layers, query_index=query)
+        for layer, capture in captures.items():
+            lens.layers[layer].check_capture(capture)
+        for stack in stacked_layers(lens, layers, captures):
+            geo, capture = _stack(lens, stack, captures)
+            per_layer = lens.layers[stack[0]].n_heads
+            chosen = torch.tensor(heads if heads is not None else range(per_layer))
+            stacked = torch.cat([i * per_layer + chosen for i in range(len(stack))])
+            for group in prompts.key_groups(indices, geo.window, min_keys, need, geo.layer):
+                # the token factors hold [prompt, head, n, d + 1] (twice while built): cut the group to fit
+                per_prompt = 8 * len(stacked) * len(group.swappable) * (geo.d_head + 1) * 3
+                for part in group.split(max(1, CHUNK_BYTES // per_prompt)):
+                    views = key_logits(geo, capture, part, stacked, by_frequency)
+                    values = _concat_slots([measure(view) for view in views]) if by_frequency else measure(views[0])
+                    yield Measured([lens.layers[layer] for layer in stack], part.prompts, chosen,
+                                   {name: value.cpu() for name, value in values.items()})
+        captures.clear()
+
+
+def _concat_slots(parts: list[dict[str, Tensor]]) -> dict[str, Tensor]:
+    return {name: torch.cat([part[name] for part in parts], dim=2) for name in parts[0]}
+
+
+# --- reduction ---------------------------------------------------------------------------------
+def key_columns(layers: list[LayerGeometry], heads: Tensor, by_frequency: bool) -> dict[str, np.ndarray]:
+    """Index columns for a ``[layer · head(, slot)]`` block of values, flattened layer- then head-major."""
+    parts = []
+    for geo in layers:
+        n_slots = geo.n_planes + 1 if by_frequency else 1
+        head_ids = heads.repeat_interleave(n_slots)
+        columns = {"layer": np.full(len(head_ids), geo.layer), "head": head_ids.numpy(),
+                   "kv_head": geo.kv_head_of[head_ids].numpy()}
+        if by_frequency:
+            columns["plane"] = np.tile(np.array(geo.plane_ids), len(heads))
+            columns["theta"] = np.tile(np.array(geo.theta.tolist() + [0.0]), len(heads))
+        parts.append(columns)
+    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+
+
+def _frame(parts: list[dict[str, np.ndarray]], columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({name: np.concatenate([part[name] for part in parts]) for name in columns})
+
+
+class RunningMean:
+    """Running sums per (layer, head[, slot]): memory does not grow with the number of prompts.
+
+    Args:
+        spread: columns that also get a ``<column>_std`` (over prompts, ddof = 0).
+        by_frequency: values carry a slot (plane) axis.
+    """
+
+    def __init__(self, spread: tuple[str, ...] = (), by_frequency: bool = False) -> None:
+        self.spread = spread
+        self.by_frequency = by_frequency
+        self._sums: dict[tuple[int, tuple[int, ...]], dict[str, Tensor]] = {}
+        self._meta: dict[tuple[int, tuple[int, ...]], LayerGeometry] = {}
+
+    def add(self, item: Measured) -> None:
+        """Accumulate one ``Measured``."""
+        sums = {name: value.sum(0) for name, value in item.values.items()}
+        sums.update({name + "_sq": item.values[name].square().sum(0) for name in self.spread if name in sums})
+        heads = tuple(item.heads.tolist())
+        for i, geo in enumerate(item.layers):
+            key = (geo.layer, heads)
+            self._meta.setdefault(key, geo)
+            total = self._sums.setdefault(key, {"n": 0})
+            total["n"] += len(item.prompts)
+            for name, value in sums.items():
+                part = value[i * len(heads) : (i + 1) * len(heads)]
+                total[name] = total[name] + part if name in total else part.clone()
+
+    def frame(self, columns: list[str]) -> pd.DataFrame:
+        """Means (and spreads) in ``columns`` order after the key columns (``n_prompts``: the count),
+        sorted by layer and head; planes stay in slot order (1 … F, then 0)."""
+        parts = []
+        for key in sorted(self._sums):
+            geo, total = self._meta[key], self._sums[key]
+            n = total["n"]
+            part = key_columns([geo], torch.tensor(key[1]), self.by_frequency)
+            for name in columns:
+                if name.endswith("_std") and name[:-4] in self.spread:
+                    mean = total[name[:-4]] / n
+                    part[name] = (total[name[:-4] + "_sq"] / n - mean.square()).clamp_min(0).sqrt().reshape(-1).numpy()
+                elif name == "n_prompts":
+                    part[name] = np.full(len(part["head"]), n)
+                else:
+                    part[name] = (total[name] / n).reshape(-1).numpy()
+            parts.append(part)
+        keys = ["layer", "head", "kv_head"] + (["plane", "theta"] if self.by_frequency else [])
+        return _frame(parts, keys + columns)
+
+
+def per_prompt_frame(items: Iterator[Measured], columns: list[str], by_frequency: bool) -> pd.DataFrame:
+    """One row per (prompt, layer, head[, plane]), in that sort order."""
+    parts = []
+    for item in items:
+        keys = key_columns(item.layers, item.heads, by_frequency)
+        size = len(keys["head"])
+        for g, prompt in enumerate(item.prompts):
+            part = {"prompt": np.full(size, prompt), **keys}
+            part.update({name: item.values[name][g].reshape(-1).numpy() for name in columns})
+            parts.append(part)
+    keys = ["prompt", "layer", "head", "kv_head"] + (["plane", "theta"] if by_frequency else [])
+    order = ["prompt", "layer", "head"] + (["plane"] if by_frequency else [])
+    return _frame(parts, keys + columns).sort_values(order, kind="stable").reset_index(drop=True)

@@ -1,0 +1,280 @@
+"""Next-token accuracy of a model on a task, by target window, prompt length and hop count.
+
+``evaluate`` runs a TransformerLens model (``TransformerBridge`` or ``HookedTransformer``) or a
+plain Hugging Face causal LM on fresh task prompts and scores its prediction after the last input
+token: the argmax over the batch's ``candidates`` when the task supplies them (the LLM tasks), else
+over the whole vocabulary (the multi-hop task models; ``psheads.models.training.evaluate`` is this with
+its three columns). Nothing is trained: gradients are off, the model runs in eval mode and every
+module's training flag is restored afterwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import warnings
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import Tensor
+
+from psheads.interface import validation
+from psheads.interface.progress import progress_bar
+from psheads.results import schema
+from psheads.rope.backends import preserved_state
+from psheads.tasks import Task, TaskBatch, checked_batch, get_task
+
+LOGITS_BYTES = 1 << 28
+"""Bytes the fp32 logits of one batch may take. Within it the full logits are computed and the last
+position read (the task models); beyond it (an LLM's vocabulary) only the last position's logits are
+computed, by ``logits_to_keep=1`` or, on a ``HookedTransformer``, by cutting the residual stream
+to the last position before the unembedding; a model that allows neither runs fewer prompts at once."""
+
+COLUMNS = ("task", "window", "length", "hops", "accuracy", "n", "chance")
+"""The columns of ``evaluate``'s frame."""
+
+
+def _window_of(task: Any) -> int | None:
+    """The target-window length of a task: ``window``, or ``n_target + extra_target`` (multi-hop)."""
+    if isinstance(getattr(task, "window", None), int):
+        return int(task.window)
+    if isinstance(getattr(task, "n_target", None), int):
+        return int(task.n_target) + int(getattr(task, "extra_target", 0))
+    return None
+
+
+def with_window(task: Task, window: int) -> Task:
+    """``task`` with a target window of ``window`` items, its other options unchanged.
+
+    An LLM task gets ``window``; a multi-hop task (``NumberTask``, ``LetterTask``) keeps its
+    effective window ``n_target`` and gets ``extra_target = window − n_target`` (paper B's length
+    generalization), so ``window`` counts every target-window token.
+
+    Raises:
+        TypeError: the task has neither option.
+        ValueError: ``window`` is below 1, or below a multi-hop task's ``n_target``.
+    """
+    window = validation.integer(window, "window", minimum=1)
+    names = {f.name for f in dataclasses.fields(task)} if dataclasses.is_dataclass(task) else set()
+    if "window" in names:
+        return dataclasses.replace(task, window=window)
+    if {"n_target", "extra_target"} <= names:
+        if window < task.n_target:
+            raise ValueError(f"window must be at least the task's n_target={task.n_target} (the effective target "
+                             f"window; the rest is extra_target), got {window}.")
+        return dataclasses.replace(task, extra_target=window - task.n_target)
+    raise TypeError(f"windows needs a dataclass task with a `window` option (the LLM tasks) or `n_target` and "
+                    f"`extra_target` (NumberTask, LetterTask); {type(task).__name__} has neither. Pass windows=None.")
+
+
+def task_for_model(task: Any, model: Any) -> Task:
+    """A task object for ``model``: a registered name is built; an LLM task gets the model's tokenizer."""
+    if isinstance(task, str):
+        task = get_task(task)
+    if not isinstance(task, Task):
+        raise TypeError(f"task must be a psheads task or the name of a registered one, got {type(task).__name__}.")
+    if hasattr(task, "for_tokenizer") and getattr(task, "tokenizer", False) is None:
+        tokenizer = getattr(model, "tokenizer", None)
+        if tokenizer is None:
+            raise ValueError(f"Task {task.name!r} is written for a tokenizer and this model has none (a plain Hugging "
+                             "Face model?): pass task.for_tokenizer(tokenizer).")
+        task = task.for_tokenizer(tokenizer)
+    return task
+
+
+def _kind(model: Any) -> str:
+    if hasattr(model, "original_model") and hasattr(model, "blocks"):
+        return "bridge"
+    if hasattr(model, "blocks") and hasattr(model, "cfg") and hasattr(model, "run_with_hooks"):
+        return "hooked"
+    return "hf"
+
+
+def _vocab_size(model: Any) -> int | None:
+    for owner, name in ((getattr(model, "cfg", None), "d_vocab"), (getattr(model, "config", None), "vocab_size")):
+        value = getattr(owner, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def context_length(model: Any) -> int | None:
+    """The model's context in tokens (``cfg.n_ctx``, or the HF config's ``max_position_embeddings`` or
+    ``n_positions``); None when the model declares none."""
+    for owner, name in ((getattr(model, "cfg", None), "n_ctx"), (getattr(model, "config", None), "max_position_embeddings"),
+                        (getattr(model, "config", None), "n_positions")):
+        value = getattr(owner, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _keeps_logits(model: Any, kind: str) -> bool:
+    """Whether the HF forward under ``model`` takes ``logits_to_keep``."""
+    hf = model.original_model if kind == "bridge" else model
+    try:
+        return "logits_to_keep" in inspect.signature(hf.forward).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a forward without a signature
+        return False
+
+
+def _logits(out: Any) -> Tensor:
+    return out.logits if hasattr(out, "logits") else out  # HF output or TransformerLens tensor
+
+
+def last_logits(model: Any, tokens: Tensor) -> Tensor:
+    """``[batch, vocab]`` logits after the last token of each row, memory bounded by ``LOGITS_BYTES``.
+
+    Runs ``model(tokens)`` and reads the last position while the batch's full logits fit in
+    ``LOGITS_BYTES``; beyond that computes only the last position's logits (see ``LOGITS_BYTES``).
+    """
+    vocab = _vocab_size(model)
+    rows, positions = tokens.shape
+    if vocab is None or rows * positions * vocab * 4 <= LOGITS_BYTES:
+        return _logits(model(tokens))[:, -1]
+    kind = _kind(model)
+    if kind == "hooked":
+        last = f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
+        return model.run_with_hooks(tokens, fwd_hooks=[(last, lambda resid, hook: resid[:, -1:])])[:, -1]
+    if _keeps_logits(model, kind):
+        out = model(tokens, logits_to_keep=1) if kind == "bridge" else model(input_ids=tokens, logits_to_keep=1)
+        return _logits(out)[:, -1]
+    step = max(1, LOGITS_BYTES // (positions * vocab * 4))
+    return torch.cat([_logits(model(tokens[start:start + step]))[:, -1] for start in range(0, rows, step)])
+
+
+def _candidates(batch: TaskBatch, vocab: int | None, name: str) -> Tensor | None:
+    """The batch's candidates as ``[n, c]``, checked; None for the whole vocabulary."""
+    candidates = batch.candidates
+    if candidates is None:
+        return None
+    n = len(batch)
+    if not isinstance(candidates, Tensor) or candidates.dtype != torch.long or candidates.ndim not in (1, 2) \
+            or candidates.shape[-1] < 1 or (candidates.ndim == 2 and candidates.shape[0] != n):
+        raise ValueError(f"Task {name!r}: TaskBatch.candidates must be a LongTensor [c] or [n, c] with c ≥ 1, got "
+                         f"{getattr(candidates, 'dtype', type(candidates).__name__)} "
+                         f"{tuple(getattr(candidates, 'shape', ()))}.")
+    candidates = candidates.expand(n, -1) if candidates.ndim == 1 else candidates
+    if int(candidates.min()) < 0 or (vocab is not None and int(candidates.max()) >= vocab):
+        raise ValueError(f"Task {name!r}: candidate token ids must lie in 0…{vocab - 1 if vocab else '?'} (the model's "
+                         "vocabulary); was the task built for another tokenizer?")
+    if not bool((candidates == batch.answers[:, None]).any(1).all()):
+        raise ValueError(f"Task {name!r}: an answer is missing from its prompt's candidates.")
+    return candidates
+
+
+def _hits(model: Any, batch: TaskBatch, candidates: Tensor | None, batch_size: int, bar: Any) -> Tensor:
+    """Whether the model's next-token prediction is the answer, per prompt."""
+    device = next(iter(model.parameters()), torch.empty(0)).device
+    correct = []
+    for start in range(0, len(batch), batch_size):
+        logits = last_logits(model, batch.tokens[start:start + batch_size].to(device))
+        if candidates is None:
+            predicted = logits.argmax(-1)
+        else:
+            options = candidates[start:start + batch_size].to(device)
+            predicted = options.gather(1, logits.gather(1, options).argmax(-1, keepdim=True)).squeeze(1)
+        correct.append(predicted.cpu() == batch.answers[start:start + batch_size])
+        if bar is not None:
+            bar.update(1)
+    return torch.cat(correct)
+
+
+def batch_accuracy(model: Any, batch: TaskBatch, name: str, batch_size: int,
+                   bar: Any = None) -> tuple[pd.DataFrame, int | None]:
+    """Next-token accuracy of ``model`` on ``batch``, per hop count.
+
+    The prediction is the argmax of the logits after the last token over ``batch.candidates``
+    (checked against the model's vocabulary), or over the whole vocabulary when it has none.
+
+    Args:
+        model: a ``TransformerBridge``, a ``HookedTransformer`` or a Hugging Face causal LM (gradients
+            and training mode are the caller's business: see ``evaluate``).
+        batch: the prompts.
+        name: the task's name, for error messages.
+        batch_size: prompts per forward pass.
+        bar: a tqdm bar advanced once per forward pass, or None.
+
+    Returns:
+        ``hops, accuracy, n``: one row per hop count ("1", "2", …), then "all"; and the number of
+        candidates per prompt (None for the whole vocabulary).
+    """
+    candidates = _candidates(batch, _vocab_size(model), name)
+    hits = _hits(model, batch, candidates, batch_size, bar)
+    frame = pd.DataFrame({"hops": [str(h) for h in batch.hops.tolist()], "correct": hits.tolist()})
+    out = frame.groupby("hops")["correct"].agg(accuracy="mean", n="size").reset_index()
+    total = pd.DataFrame({"hops": ["all"], "accuracy": [float(hits.float().mean())], "n": [len(batch)]})
+    return pd.concat([out, total], ignore_index=True), None if candidates is None else int(candidates.shape[1])
+
+
+def check_model(model: Any) -> None:
+    """Raise ``TypeError`` unless ``model`` is a torch module (a TransformerLens model or an HF causal LM)."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch module (a TransformerLens model or a Hugging Face causal LM), got "
+                        f"{type(model).__name__}.")
+
+
+def evaluate(model: torch.nn.Module, task: Task | str, n: int = 256, seed: int = 0,
+             windows: Iterable[int] | None = None, batch_size: int = 32,
+             progress: bool | None = None, model_name: str | None = None) -> pd.DataFrame:
+    """Next-token accuracy on ``n`` fresh prompts of ``task``, per target window and hop count.
+
+    The prediction after a prompt's last token is the argmax of the model's logits over the
+    batch's ``candidates`` when it has them (the LLM tasks: chance is 1 / number of candidates),
+    else over the whole vocabulary. A prompt is correct when the prediction is its answer.
+
+    Args:
+        model: a ``TransformerBridge``, a ``HookedTransformer`` or a Hugging Face causal LM.
+        task: a task, or the name of a registered task. An LLM task without a tokenizer is built
+            for ``model.tokenizer``.
+        n: prompts per window.
+        seed: seed of every window's prompts (``task.generate(n, seed)``).
+        windows: target-window lengths, each evaluated with the task's other options unchanged
+            (see ``with_window``: an LLM task's ``window``; a multi-hop task's
+            ``n_target + extra_target``). None: the task as given.
+        batch_size: prompts per forward pass (memory is bounded by one batch).
+        progress: progress bar (default: in a notebook or on a terminal).
+        model_name: if given, the frame starts with a ``model`` column holding it (and
+            ``attrs["model_name"]``), so that frames of several models concatenate.
+
+    Returns:
+        One row per window and hop count ("1", "2", …, then "all"): [``model``,] ``task`` (name),
+        ``window`` (target-window length; None for a task without one), ``length`` (prompt length
+        in tokens, BOS included where the task adds it), ``hops``, ``accuracy``, ``n`` (prompts)
+        and ``chance`` (1 / candidates; NaN for whole-vocabulary argmax).
+
+    Raises:
+        TypeError: ``model`` is not a torch module, ``task`` is not a task or a registered name,
+            or ``windows`` is given for a task without a window option.
+        ValueError: a bad ``n``, ``seed``, ``batch_size`` or window; an LLM task and a model
+            without a tokenizer; candidates outside the model's vocabulary or without the answer.
+    """
+    check_model(model)
+    n, seed = validation.integer(n, "n", minimum=1), validation.seed(seed)
+    batch_size = validation.integer(batch_size, "batch_size", minimum=1)
+    progress = validation.optional_boolean(progress, "progress")
+    model_name = schema.model_name(model_name)
+    task = task_for_model(task, model)
+    sizes = [None] if windows is None else list(validation.integers(windows, "windows", minimum=1, unique=True))
+    if not sizes:
+        raise ValueError("windows must list at least one window (or be None for the task as given).")
+    tasks = [task if size is None else with_window(task, size) for size in sizes]
+    context = context_length(model)
+    frames = []
+    with progress_bar(total=len(tasks) * -(-n // batch_size), desc="evaluate", progress=progress) as bar, \
+            torch.no_grad(), preserved_state(model):
+        for each in tasks:
+            batch = checked_batch(each, n, seed=seed)
+            length = int(batch.tokens.shape[1])
+            if context is not None and length > context:
+                warnings.warn(f"Task {each.name!r}: prompts of {length} tokens exceed the model's context of {context} "
+                              "tokens.", stacklevel=2)
+            rows, n_candidates = batch_accuracy(model, batch, each.name, batch_size, bar)
+            rows.insert(0, "task", each.name)
+            rows.insert(1, "window", _window_of(each))
+            rows.insert(2, "length", length)
+            rows["chance"] = float("nan") if n_candidates is None else 1.0 / n_candidates
+            frames.append(rows)
+    return schema.tag_model(pd.concat(frames, ignore_index=True), model_name)

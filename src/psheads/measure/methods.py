@@ -1,0 +1,489 @@
+"""Score methods: the protocol, the registry, ``ScoreConfig`` and the two built-in members.
+
+A score method turns a layer's factored logits (``psheads.measure.engine.KeyLogits``) into per-prompt,
+per-head columns, at least ``positional`` and ``symbolic`` (the labelling rule reads them).
+``score_heads`` runs whichever method ``ScoreConfig.method`` names. Register your own::
+
+    class RowColumnShare:
+        name = "rowcol"
+        columns = ("positional", "symbolic")
+
+        def min_swappable(self, config):
+            return 2
+
+        def score(self, logits, config):
+            M = logits.matrix()                      # [*lead, n, n], soft-capped
+            rows = M.mean(-1).var(-1, correction=0)  # spread of the position effects
+            cols = M.mean(-2).var(-1, correction=0)  # spread of the token effects
+            total = (rows + cols).clamp_min(1e-300)
+            return {"positional": rows / total, "symbolic": cols / total}
+
+    psheads.register_score_method(RowColumnShare())
+    psheads.score_heads(model, prompts, method="rowcol")
+
+Both built-ins are exact and avoid every |S|³ cost:
+
+* ``swap`` (paper B's swap score) never re-normalises a swapped softmax: the cosines are
+  invariant to it, the weights α need only the unswapped attention, and pairs whose α falls
+  below fp64 resolution are skipped (their total weight is below 2⁻⁵³). A swap's normaliser,
+  needed only for ``swap_attention``, follows in O(b) from the unswapped one, with the mass
+  outside the two heaviest units (blocks or unmoved keys) summed directly so nothing cancels.
+* ``anova`` (all-permutation shares) reads the sums of squares from the Gram matrices of the
+  factors of ``M = P Tᵀ``, ``SS_int = ⟨PᶜᵀPᶜ, TᶜᵀTᶜ⟩`` (O(|S|·k²), k ≤ d_head + 1), or from M itself
+  under a soft-cap or when |S| ≤ k.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from psheads.interface import validation
+from psheads.measure import engine
+from psheads.measure.engine import KeyLogits
+from psheads.measure.prompts import PromptConfig, PromptOptions
+from psheads.results import schema
+from psheads.rope import geometry
+
+LABELS = schema.LABEL_ORDER
+NONFINITE = ("raise", "nan")
+_FP64_RESOLUTION = 2.0**-53
+
+
+@dataclass(frozen=True)
+class ScoreConfig(PromptConfig):
+    """Everything ``score_heads`` computes from (recorded in ``df.attrs["config"]``).
+
+    Attributes:
+        method: a registered score method (``"swap"``: paper B's swap score; ``"anova"``:
+            all-permutation shares). See ``score_methods()``.
+        tau: temperature of the swap weights α (the paper's 1e-4 makes α nearly an argmax).
+        block_size: positions per swapped block.
+        gamma: label threshold γ.
+        by_frequency: score every plane as its own single-frequency head.
+        reduce: average over prompts (False: one row per prompt).
+        batch_size: prompts per forward pass.
+        layers: layers to score (None = all).
+        heads: query heads to score (None = all).
+        nonfinite: what to do when a score is not finite (the model produced inf/NaN, e.g. an
+            fp16 overflow): ``"raise"`` a ValueError naming the heads, or keep them as NaN
+            labelled ``"non-finite"`` with a warning (``"nan"``).
+        prompt_options: query position, swappable keys and BOS handling.
+    """
+
+    method: str = "swap"
+    tau: float = 1e-4
+    block_size: int = 1
+    gamma: float = 0.1
+    by_frequency: bool = False
+    reduce: bool = True
+    batch_size: int = 64
+    layers: tuple[int, ...] | None = None
+    heads: tuple[int, ...] | None = None
+    nonfinite: str = "raise"
+    prompt_options: PromptOptions = field(default_factory=PromptOptions)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.method, str) or self.method not in _METHODS:
+            raise ValueError(f"method must be one of {score_methods()} (register others with "
+                             f"psheads.register_score_method), got {self.method!r}.")
+        normalised = {
+            "tau": validation.number(self.tau, "tau", above=0),
+            "block_size": validation.integer(self.block_size, "block_size", minimum=1),
+            "gamma": validation.number(self.gamma, "gamma", minimum=0, below=0.5),
+            "batch_size": validation.integer(self.batch_size, "batch_size", minimum=1),
+            "by_frequency": validation.boolean(self.by_frequency, "by_frequency"),
+            "reduce": validation.boolean(self.reduce, "reduce"),
+            "layers": None if self.layers is None else validation.integers(self.layers, "layers"),
+            "heads": None if self.heads is None else validation.integers(self.heads, "heads", minimum=0, unique=True),
+        }
+        for name, value in normalised.items():
+            object.__setattr__(self, name, value)
+        if self.nonfinite not in NONFINITE:
+            raise ValueError(f"nonfinite must be one of {NONFINITE}, got {self.nonfinite!r}.")
+        if not isinstance(self.prompt_options, PromptOptions):
+            raise TypeError(f"prompt_options must be a PromptOptions, got {type(self.prompt_options).__name__}.")
+
+
+# --- protocol and registry -------------------------------------------------------------------
+@runtime_checkable
+class ScoreMethod(Protocol):
+    """What a score method declares and computes.
+
+    Attributes:
+        name: registry name (``ScoreConfig.method``).
+        columns: the columns ``score`` returns, in frame order; must include ``positional`` and
+            ``symbolic``. Both get a ``_std`` column over prompts; ``entropy`` is added for every
+            method.
+    """
+
+    name: str
+    columns: tuple[str, ...]
+
+    def min_swappable(self, config: ScoreConfig) -> int:
+        """Fewest swappable keys a prompt needs at a layer."""
+
+    def score(self, logits: KeyLogits, config: ScoreConfig) -> dict[str, Tensor]:
+        """``{column: [*lead]}`` for every leading entry of ``logits`` (fp64)."""
+
+
+_METHODS: dict[str, ScoreMethod] = {}
+
+
+def register_score_method(method: ScoreMethod, *, replace: bool = False) -> ScoreMethod:
+    """Add a score method to the registry (returns it, so it can decorate an instance).
+
+    Raises:
+        TypeError: ``method`` lacks part of the ``ScoreMethod`` protocol.
+        ValueError: its columns omit ``positional``/``symbolic``, or the name is taken (pass
+            ``replace=True`` to override).
+    """
+    if not isinstance(method, ScoreMethod) or not isinstance(getattr(method, "name", None), str):
+        raise TypeError("A score method needs a str `name`, `columns`, `min_swappable(config)` and "
+                        "`score(logits, config)` (see psheads.measure.methods.ScoreMethod); pass an instance.")
+    if not {"positional", "symbolic"} <= set(method.columns):
+        raise ValueError(f"Score method {method.name!r} must return 'positional' and 'symbolic' columns.")
+    if method.name in _METHODS and not replace:
+        raise ValueError(f"A score method named {method.name!r} is already registered; pass replace=True.")
+    _METHODS[method.name] = method
+    return method
+
+
+def get_score_method(name: str) -> ScoreMethod:
+    """The registered method ``name``."""
+    if name not in _METHODS:
+        raise ValueError(f"Unknown score method {name!r}; registered: {score_methods()}.")
+    return _METHODS[name]
+
+
+def score_methods() -> tuple[str, ...]:
+    """Names of the registered score methods."""
+    return tuple(_METHODS)
+
+
+def label(positional: float, symbolic: float, gamma: float = 0.1) -> str:
+    """The labelling rule: pure positional ⇔ s_POS ≥ 1−γ and s_SYM ≤ γ; symbolic the mirror
+    image; uniform ⇔ both ≥ 1−γ; mixed otherwise; non-finite when either score is NaN or ±inf."""
+    if not (math.isfinite(positional) and math.isfinite(symbolic)):
+        return "non-finite"
+    high_pos, high_sym = positional >= 1 - gamma, symbolic >= 1 - gamma
+    if high_pos and high_sym:
+        return "uniform"
+    if high_pos and symbolic <= gamma:
+        return "positional"
+    if high_sym and positional <= gamma:
+        return "symbolic"
+    return "mixed"
+
+
+# --- base attention ------------------------------------------------------------------------------
+def base_attention(logits: KeyLogits) -> tuple[Float[Tensor, "*lead n"], Float[Tensor, "*lead"]]:
+    """Attention on S of the unswapped input, and the normalised entropy over every visible key.
+
+    The entropy is ``−Σ D log D / log(number of visible keys)`` (0 with a single key).
+    """
+    log_d = logits.log_attention
+    d = log_d.exp()
+    n_visible = log_d.shape[-1]
+    entropy = -(d * log_d).sum(-1) / math.log(n_visible) if n_visible > 1 else torch.zeros_like(d[..., 0])
+    return d[..., : logits.n], entropy
+
+
+# --- the swap score ------------------------------------------------------------------------------
+def make_blocks(n_swappable: int, block_size: int) -> Int[Tensor, "block size"]:
+    """Consecutive blocks of ``block_size`` indices into S from its start (the tail is dropped)."""
+    n_blocks = n_swappable // block_size
+    return torch.arange(n_blocks * block_size).reshape(n_blocks, block_size)
+
+
+def block_pairs(n_blocks: int) -> Int[Tensor, "pair 2"]:
+    """All pairs ``(i, j)``, ``i < j``, in lexicographic order."""
+    return torch.combinations(torch.arange(n_blocks), r=2).reshape(-1, 2)
+
+
+def block_attention(logits: KeyLogits, block_size: int) -> Float[Tensor, "*lead block"]:
+    """``d_i(x)``: attention mass of each block on the unswapped input."""
+    d = logits.log_attention[..., : logits.n].exp()
+    n_blocks = logits.n // block_size
+    return d[..., : n_blocks * block_size].unflatten(-1, (n_blocks, block_size)).sum(-1)
+
+
+def skip_threshold(d_blocks: Float[Tensor, "*lead block"], tau: float) -> Float[Tensor, "*lead"]:
+    """Pairs with ``|d_i − d_j|`` below this carry, all together, less than 2⁻⁵³ of the weight α.
+
+    α(π) ≤ exp((|d_i − d_j| − max|d_i − d_j|) / τ); below ``2⁻⁵³ / n_pairs`` for every skipped
+    pair, their total stays below fp64 resolution of the score.
+    """
+    n_blocks = d_blocks.shape[-1]
+    n_pairs = max(1, n_blocks * (n_blocks - 1) // 2)
+    spread = d_blocks.amax(-1) - d_blocks.amin(-1)
+    return spread - tau * (math.log(n_pairs) - math.log(_FP64_RESOLUTION))
+
+
+def _pair_cosines(x: Tensor, y: Tensor, d_i: Tensor, d_j: Tensor) -> tuple[Tensor, Tensor]:
+    """Cosines of the swapped block attention with ``(d_i, d_j)`` and ``(d_j, d_i)``.
+
+    ``x[..., k] = M[i_k, j_k]`` and ``y[..., k] = M[j_k, i_k]`` are the swapped blocks' logits.
+    The swapped softmax's normaliser cancels in a cosine, so ``(Σ e^x, Σ e^y)`` stands for
+    ``(d_i(πx), d_j(πx))``, shifted by its own maximum (no under- or overflow).
+    """
+    if x.shape[-1] == 1:  # single positions: one exponential each
+        x, y = x[..., 0], y[..., 0]
+        shift = torch.maximum(x, y)
+        u, v = (x - shift).exp(), (y - shift).exp()  # the larger is 1: no underflow
+    else:
+        shift = torch.maximum(x.amax(-1), y.amax(-1)).unsqueeze(-1)
+        u, v = (x - shift).exp().sum(-1), (y - shift).exp().sum(-1)  # the larger is ≥ 1
+    norm = ((u.square() + v.square()).sqrt() * torch.hypot(d_i, d_j)).clamp_min(torch.finfo(torch.float64).tiny)
+    # both vectors are non-negative: a cosine in [0, 1], which rounding must not leave
+    return ((u * d_i + v * d_j) / norm).clamp(0, 1), ((u * d_j + v * d_i) / norm).clamp(0, 1)
+
+
+def _diagonal_blocks(slab: Tensor, block_size: int) -> Tensor:
+    """``[..., I_k, J_k]`` entries of a ``[..., rows·b, cols·b]`` slab as ``[..., I, J, k]``."""
+    rows, cols = slab.shape[-2] // block_size, slab.shape[-1] // block_size
+    return slab.unflatten(-1, (cols, block_size)).unflatten(-3, (rows, block_size)).diagonal(dim1=-3, dim2=-1)
+
+
+def _gather_rows(positions: Tensor, lead: Tensor, index: Tensor) -> Tensor:
+    """Rows ``index`` ``[L, r]`` of shared (``[n, k]``) or per-entry (``[L, n, k]``) position factors."""
+    return positions[index] if positions.ndim == 2 else positions[lead, index]
+
+
+def swap_scores(logits: KeyLogits, block_size: int, tau: float) -> tuple[Float[Tensor, "*lead"], Float[Tensor, "*lead"]]:
+    """Paper B's ``(s_POS, s_SYM)`` for every leading entry, exactly, in O(|S|²) or less.
+
+    Pairs whose weight is negligible (``skip_threshold``) are skipped. Short prompts read every
+    pair from all of M. For long prompts each pair is read from the row of its heavier block:
+    blocks are ranked by attention mass, a block's partners are a prefix of the lighter ranks, and
+    only rows with partners are formed (by matrix products), each up to its last partner, so a
+    peaked head costs O(|S|·k) and a diffuse one O(|S|²·k).
+    """
+    d_blocks = block_attention(logits, block_size).flatten(0, -2)  # [L, nb]
+    threshold = skip_threshold(d_blocks, tau)[:, None]
+    spread = d_blocks.amax(-1) - d_blocks.amin(-1)
+    sums = torch.zeros(3, len(d_blocks), dtype=torch.float64)  # Σ α·cos_pos, Σ α·cos_sym, Σ α
+
+    def weighted(x: Tensor, y: Tensor, d_i: Tensor, d_j: Tensor, spread: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(α·cos_pos, α·cos_sym, α)`` of pairs with block logits ``x``, ``y`` and masses ``d_i``, ``d_j``."""
+        weight = (((d_i - d_j).abs() - spread) / tau).exp()
+        cos_pos, cos_sym = _pair_cosines(x, y, d_i, d_j)
+        return weight * cos_pos, weight * cos_sym, weight
+
+    def add(x: Tensor, y: Tensor, d_i: Tensor, d_j: Tensor, lead: Tensor) -> None:
+        """Accumulate pairs: block logits ``x``, ``y`` ``[pair, b]``, masses ``[pair]``, entries ``[pair]``."""
+        for row, value in enumerate(weighted(x, y, d_i, d_j, spread[lead])):
+            sums[row].index_add_(0, lead, value)
+
+    if logits.small_matrix is not None:  # the pairs that carry weight, straight from M
+        pairs = block_pairs(d_blocks.shape[-1])
+        whole = logits.small_matrix.flatten(0, -3)
+        offsets = torch.arange(block_size)
+        step = max(1, engine.CHUNK_BYTES // (8 * 8 * max(1, len(pairs))))
+        for first in range(0, len(whole), step):
+            part = slice(first, first + step)
+            d_i, d_j = d_blocks[part, pairs[:, 0]], d_blocks[part, pairs[:, 1]]
+            lead, pair = ((d_i - d_j).abs() >= threshold[part]).nonzero(as_tuple=True)
+            rows, cols = (pairs[pair, side, None] * block_size + offsets for side in (0, 1))
+            entry = lead[:, None] + first
+            add(whole[entry, rows, cols], whole[entry, cols, rows], d_i[lead, pair], d_j[lead, pair], lead + first)
+    else:
+        for x, y, d_i, d_j, keep in _heavy_rows(logits.flat(), d_blocks, threshold[:, 0], block_size):
+            x, y = _diagonal_blocks(x, block_size), _diagonal_blocks(y, block_size)  # [L, t, w, b]
+            if 2 * int(keep.sum()) >= keep.numel():  # a dense tile (diffuse heads): mask instead of gathering
+                values = weighted(x, y, d_i, d_j, spread[:, None, None])
+                for row, value in enumerate(values):
+                    sums[row] += value.where(keep, 0.0).sum((1, 2))
+            else:
+                lead, row, col = keep.nonzero(as_tuple=True)
+                add(x[lead, row, col], y[lead, row, col], d_i[lead, row, 0], d_j[lead, 0, col], lead)
+    return (sums[0] / sums[2]).reshape(logits.lead), (sums[1] / sums[2]).reshape(logits.lead)
+
+
+def _heavy_rows(flat: KeyLogits, d_blocks: Tensor, threshold: Tensor, block_size: int) -> Iterator[tuple]:
+    """Tiles ``(M[rows, cols], M[cols, rows]ᵀ, d_rows, d_cols, keep)`` over the rows of the blocks
+    that have partners, rows heaviest first, columns the lighter blocks in rank order."""
+    n_lead, n_blocks = d_blocks.shape
+    ordered, order = d_blocks.sort(dim=-1)  # ascending mass
+    ranks = torch.arange(n_blocks)
+    partners = torch.searchsorted(ordered, (ordered - threshold[:, None].clamp_min(0)).contiguous(), right=True)
+    partners = torch.minimum(partners, ranks)  # lighter partners of each rank: ranks 0 … partners − 1
+    heavy = ranks.flip(0)[: int((partners > 0).sum(-1).max())]  # ranks with partners, heaviest first
+    offsets, lead = torch.arange(block_size), torch.arange(n_lead)[:, None]
+    tile = max(1, engine.CHUNK_BYTES // (8 * 12 * n_lead * block_size**2 * max(1, int(partners.max()))))
+    for first in range(0, len(heavy), tile):
+        rows = heavy[first : first + tile]
+        width = int(partners[:, rows[0]].max())  # the heaviest row of the tile has the most partners
+        row_pos = (order[:, rows, None] * block_size + offsets).flatten(1)  # [L, t·b] positions in S
+        col_pos = (order[:, :width, None] * block_size + offsets).flatten(1)  # [L, w·b]
+        p_rows, t_rows = _gather_rows(flat.positions, lead, row_pos), flat.tokens[lead, row_pos]
+        p_cols, t_cols = _gather_rows(flat.positions, lead, col_pos), flat.tokens[lead, col_pos]
+        x = geometry.soft_cap(p_rows @ t_cols.transpose(-1, -2), flat.softcap)  # M[rows, cols]
+        y = geometry.soft_cap(p_cols @ t_rows.transpose(-1, -2), flat.softcap).transpose(-1, -2)  # M[cols, rows]ᵀ
+        keep = torch.arange(width) < partners[:, rows, None]  # [L, t, w]
+        yield x, y, ordered[:, rows, None], ordered[:, None, :width], keep
+
+
+@dataclass
+class SwapAttention:
+    """Block attention before and after every swap of one head and prompt.
+
+    Attributes:
+        d_base: ``[block]`` attention mass of each block on the unswapped input.
+        d_swapped: ``[pair, 2]`` ``(d_i(πx), d_j(πx))`` for every pair ``(i, j)``.
+        weights: ``[pair]`` swap weights α.
+        cos_positional: ``[pair]`` cosine of ``v_ij(πx)`` with ``v_ij(x)``.
+        cos_symbolic: ``[pair]`` cosine of ``v_ij(πx)`` with ``v_ji(x)``.
+        pairs: ``[pair, 2]`` block indices.
+    """
+
+    d_base: Tensor
+    d_swapped: Tensor
+    weights: Tensor
+    cos_positional: Tensor
+    cos_symbolic: Tensor
+    pairs: Tensor = field(repr=False)
+
+
+def swap_attention_detail(logits: KeyLogits, block_size: int, tau: float) -> SwapAttention:
+    """Every swap of a single head and prompt (``logits`` without leading dims), exactly.
+
+    A swap's normaliser is ``Z − e_i − e_j + Σ e^{M[i_k, j_k]} + Σ e^{M[j_k, i_k]}`` (block masses
+    ``e``). The mass outside the swapped blocks is summed directly when they include the
+    heaviest unit (a block or an unmoved key), so no subtraction can cancel.
+    """
+    if logits.lead.numel() != 1 or len(logits.lead) != 0:
+        raise ValueError("swap_attention_detail takes the logits of one head and prompt (no leading dims).")
+    n_blocks = logits.n // block_size
+    blocked = n_blocks * block_size
+    lam, other = logits.diagonal, logits.other_logits
+    shift = torch.cat([lam, other]).max()
+    mass = (lam - shift).exp()
+    units = torch.cat([mass[:blocked].reshape(n_blocks, block_size).sum(-1), mass[blocked:],
+                       (other - shift).exp()])  # blocks, then every unmoved key
+    total = units.sum()
+    d_base = units[:n_blocks] / total
+    pairs = block_pairs(n_blocks)
+    i, j = pairs[:, 0], pairs[:, 1]
+    offsets = torch.arange(block_size)
+    M = logits.matrix()
+    x = M[i[:, None] * block_size + offsets, j[:, None] * block_size + offsets]
+    y = M[j[:, None] * block_size + offsets, i[:, None] * block_size + offsets]
+    top = units.topk(2).indices.tolist()
+    keep = torch.ones(len(units), dtype=torch.bool)
+    keep[top[0]] = False
+    rest_1 = units[keep].sum()  # all but the heaviest unit, summed directly
+    keep[top[1]] = False
+    rest_2 = units[keep].sum()  # all but the two heaviest
+    rest = total - units[i] - units[j]
+    with_top = (i == top[0]) | (j == top[0])
+    rest = torch.where(with_top, rest_1 - torch.where(i == top[0], units[j], units[i]), rest)
+    rest = torch.where(with_top & ((i == top[1]) | (j == top[1])), rest_2, rest).clamp_min(0)
+    pair_shift = torch.maximum(x.amax(-1), y.amax(-1))
+    u = (x - pair_shift[:, None]).exp().sum(-1)
+    v = (y - pair_shift[:, None]).exp().sum(-1)
+    log_norm = torch.logaddexp(shift + rest.log(), pair_shift + (u + v).log())
+    d_swapped = torch.stack([pair_shift + u.log() - log_norm, pair_shift + v.log() - log_norm], dim=-1).exp()
+    d_i, d_j = d_base[i], d_base[j]
+    weights = torch.softmax((d_i - d_j).abs() / tau, dim=-1)
+    cos_pos, cos_sym = _pair_cosines(x, y, d_i, d_j)
+    return SwapAttention(d_base=d_base, d_swapped=d_swapped, weights=weights, cos_positional=cos_pos,
+                         cos_symbolic=cos_sym, pairs=pairs)
+
+
+# --- the all-permutation score --------------------------------------------------------------------
+def anova_shares(M: Float[Tensor, "*lead n n"]) -> tuple[Tensor, Tensor, Tensor]:
+    """Two-way decomposition of ``M − mean(M)`` over S: shares of position, token, interaction.
+
+    Shares sum to 1; a head with zero total variance (uniform) gets ``(1, 1, 0)`` so that the
+    labelling rule calls it uniform, as the swap score does.
+    """
+    M = M.double()
+    centred = M - M.mean(dim=(-2, -1), keepdim=True)
+    rows = centred.mean(dim=-1, keepdim=True)
+    cols = centred.mean(dim=-2, keepdim=True)
+    n = M.shape[-1]
+    ss_pos = n * rows.square().sum(dim=(-2, -1))
+    ss_sym = n * cols.square().sum(dim=(-2, -1))
+    ss_int = (centred - rows - cols).square().sum(dim=(-2, -1))
+    return _shares(ss_pos, ss_sym, ss_int, M.square().sum(dim=(-2, -1)))
+
+
+def anova_shares_factored(logits: KeyLogits) -> tuple[Tensor, Tensor, Tensor]:
+    """``anova_shares`` of ``M = P Tᵀ`` without forming M (no soft-cap), in O(|S|·k²).
+
+    With ``Pᶜ``, ``Tᶜ`` centred over S: row effects ``Pᶜ t̄``, column effects ``Tᶜ p̄`` and
+    interaction ``Pᶜ Tᶜᵀ``, whose sum of squares is ``⟨PᶜᵀPᶜ, TᶜᵀTᶜ⟩``. The position factors are
+    shared, so their Gram matrix is formed once.
+    """
+    p, t = logits.positions, logits.tokens
+    p_mean, t_mean = p.mean(-2, keepdim=True), t.mean(-2, keepdim=True)
+    p_c, t_c = p - p_mean, t - t_mean
+    n = logits.n
+    ss_pos = n * (p_c @ t_mean.transpose(-1, -2)).square().sum((-2, -1))
+    ss_sym = n * (t_c @ p_mean.transpose(-1, -2)).square().sum((-2, -1))
+    ss_int = ((p_c.transpose(-1, -2) @ p_c) * (t_c.transpose(-1, -2) @ t_c)).sum((-2, -1))
+    mean = (p_mean * t_mean).sum((-2, -1))
+    return _shares(ss_pos, ss_sym, ss_int, ss_pos + ss_sym + ss_int + n * n * mean.square())
+
+
+def _shares(ss_pos: Tensor, ss_sym: Tensor, ss_int: Tensor, square_sum: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    total = ss_pos + ss_sym + ss_int
+    flat = total <= 1e-24 * (square_sum + 1e-300)
+    safe = torch.where(flat, torch.ones_like(total), total)
+    one = torch.ones_like(total)
+    return (torch.where(flat, one, ss_pos / safe), torch.where(flat, one, ss_sym / safe),
+            torch.where(flat, torch.zeros_like(total), ss_int / safe))
+
+
+# --- the built-in methods -------------------------------------------------------------------------
+class SwapScore:
+    """Paper B's swap score (appendix D): block swaps weighted by how unequal their attention is."""
+
+    name = "swap"
+    columns = ("positional", "symbolic")
+
+    def min_swappable(self, config: ScoreConfig) -> int:
+        return 2 * config.block_size
+
+    def score(self, logits: KeyLogits, config: ScoreConfig) -> dict[str, Tensor]:
+        positional, symbolic = swap_scores(logits, config.block_size, config.tau)
+        return {"positional": positional, "symbolic": symbolic}
+
+
+class AnovaScore:
+    """All-permutation shares of position, token and interaction effects in M (exact)."""
+
+    name = "anova"
+    columns = ("positional", "symbolic", "interaction")
+
+    def min_swappable(self, config: ScoreConfig) -> int:
+        return 2
+
+    def score(self, logits: KeyLogits, config: ScoreConfig) -> dict[str, Tensor]:
+        if logits.softcap is None and logits.n > logits.tokens.shape[-1]:
+            shares = anova_shares_factored(logits)
+        else:
+            shares = _anova_dense(logits)
+        return dict(zip(self.columns, shares))
+
+
+def _anova_dense(logits: KeyLogits) -> tuple[Tensor, Tensor, Tensor]:
+    """``anova_shares`` of M itself (soft-capped), a chunk of leading entries at a time."""
+    if logits.small_matrix is not None:
+        return anova_shares(logits.small_matrix)
+    flat = logits.flat()
+    per_entry = 8 * 4 * logits.n * logits.n
+    step = max(1, engine.CHUNK_BYTES // per_entry)
+    parts = [anova_shares(flat.select(slice(s, s + step)).matrix()) for s in range(0, len(flat.tokens), step)]
+    return tuple(torch.cat([part[c] for part in parts]).reshape(logits.lead) for c in range(3))
+
+
+register_score_method(SwapScore())
+register_score_method(AnovaScore())

@@ -1,0 +1,459 @@
+"""Inputs in one place: token and index validation, prompt options, prepared prompts, batches and
+key groups. Every front-end (``RopeLens``, ``score_heads``, ``frequency_profile``, …) validates here.
+
+Prompts may be strings (tokenised with the model's own ``to_tokens``; whether a BOS token is
+prepended follows ``prepend_bos``, default: the model's own default), a LongTensor
+``[n_prompts, pos]`` (or ``[pos]`` for one prompt), or a list of token-id lists of any lengths.
+Positions are always relative to each unpadded prompt. A BOS token at position 0 is never
+swappable by default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from psheads.interface import validation
+from psheads.interface.config import from_known_fields
+from psheads.rope.backends import Backend
+
+
+# --- index and token validation -------------------------------------------------------------
+def layer_index(layer: Any, n_layers: int) -> int:
+    """A layer index in ``0 … n_layers − 1`` (negative counts from the end)."""
+    layer = validation.integer(layer, "layer")
+    if not -n_layers <= layer < n_layers:
+        raise ValueError(f"layer {layer} is out of range for a model with {n_layers} layers.")
+    return layer % n_layers
+
+
+def layer_indices(layers: Any, n_layers: int) -> list[int]:
+    """Sorted distinct layer indices from a list of layers (None: every layer)."""
+    if layers is None:
+        return list(range(n_layers))
+    chosen = sorted({layer_index(layer, n_layers) for layer in validation.integers(layers, "layers")})
+    if not chosen:
+        raise ValueError("No layers requested: layers is empty; pass at least one layer (or None for all).")
+    return chosen
+
+
+def query_position(query: Any, n_pos: int) -> int:
+    """A query position in ``0 … n_pos − 1`` (negative counts from the end)."""
+    query = validation.integer(query, "query")
+    if not -n_pos <= query < n_pos:
+        raise ValueError(f"query {query} is out of range for sequences of {n_pos} tokens (use 0…{n_pos - 1} or negative).")
+    return query % n_pos
+
+
+def check_tokens(backend: Backend, tokens: Any) -> Int[Tensor, "batch pos"]:
+    """A validated LongTensor ``[batch, pos]`` (a 1-D tensor or one list is one sequence)."""
+    if isinstance(tokens, (list, tuple)):
+        if len(tokens) == 0:
+            raise ValueError("tokens is empty: pass at least one token sequence.")
+        validation.no_bools(tokens, "tokens")
+        try:
+            tokens = torch.tensor(tokens)
+        except (ValueError, TypeError) as err:
+            raise ValueError(
+                "tokens must be a LongTensor [batch, pos] or a list of equal-length token-id lists."
+            ) from err
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(
+            f"tokens must be a LongTensor [batch, pos] (e.g. from model.to_tokens), got {type(tokens).__name__}."
+        )
+    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}.")
+    if tokens.ndim == 1:
+        tokens = tokens.unsqueeze(0)
+    if tokens.ndim != 2:
+        raise ValueError(f"tokens must be [batch, pos], got shape {tuple(tokens.shape)}.")
+    if tokens.numel() == 0:
+        raise ValueError("tokens is empty: pass at least one token.")
+    limit = backend.max_positions
+    if limit is not None and tokens.shape[1] > limit:
+        raise ValueError(f"Sequence length {tokens.shape[1]} exceeds the model's context of {limit} tokens.")
+    if tokens.shape[1] > backend.n_ctx:
+        warnings.warn(f"Sequence length {tokens.shape[1]} exceeds the model's context of {backend.n_ctx} tokens: "
+                      "its rotation tables extrapolate there, and the model was not trained at those positions.",
+                      stacklevel=3)
+    low, high = int(tokens.min()), int(tokens.max())
+    if low < 0 or high >= backend.d_vocab:
+        raise ValueError(f"Token ids must lie in [0, {backend.d_vocab}); got {low}…{high}.")
+    return tokens.long()
+
+
+# --- options --------------------------------------------------------------------------------
+def _is_position_list(value: Any) -> bool:
+    """Whether ``value`` is a list of positions rather than one list per prompt."""
+    items = list(value)
+    return all(not isinstance(item, Iterable) or isinstance(item, (str, bytes))
+               or (isinstance(item, Tensor) and item.ndim == 0) for item in items)
+
+
+@dataclass(frozen=True)
+class PromptOptions:
+    """Where the query is and which keys may be swapped; shared by every front-end.
+
+    Attributes:
+        query: query position: None = each prompt's last token; an int (negative counts from
+            each prompt's end) for all prompts; or one int per prompt.
+        swappable: key positions that may be swapped: None = every key before the query except
+            BOS; a slice or a list of positions for all prompts; or one list per prompt. Keys a
+            layer masks (sliding window) are dropped per layer.
+        exclude_bos: drop position 0 from the default swappable set: None = when it holds the
+            tokenizer's BOS token; True/False to force.
+        prepend_bos: for string prompts, whether to prepend BOS (None = the model's default).
+    """
+
+    query: int | tuple[int, ...] | None = None
+    swappable: slice | tuple[int, ...] | tuple[tuple[int, ...], ...] | None = None
+    exclude_bos: bool | None = None
+    prepend_bos: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.query is not None:
+            if isinstance(self.query, Iterable) and not isinstance(self.query, (str, bytes)) and not (
+                    isinstance(self.query, Tensor) and self.query.ndim == 0):
+                object.__setattr__(self, "query", validation.integers(self.query, "query"))
+            else:
+                object.__setattr__(self, "query", validation.integer(self.query, "query"))
+        swappable = self.swappable
+        if swappable is not None and not isinstance(swappable, slice):
+            if isinstance(swappable, (str, bytes)) or not isinstance(swappable, Iterable) or (
+                    isinstance(swappable, (Tensor, np.ndarray)) and swappable.ndim == 0):
+                raise TypeError(f"swappable must be a slice, a list of positions or one list per prompt, "
+                                f"got {type(swappable).__name__} ({swappable!r}).")
+            if _is_position_list(swappable):
+                value: Any = validation.integers(swappable, "swappable")
+            else:
+                value = tuple(validation.integers(item, "swappable") for item in swappable)
+            object.__setattr__(self, "swappable", value)
+        elif isinstance(swappable, slice):
+            for part in ("start", "stop", "step"):
+                bound = getattr(swappable, part)
+                if bound is not None:
+                    validation.integer(bound, f"swappable.{part}")
+            if swappable.step == 0:
+                raise ValueError("swappable.step must not be zero.")
+        for name in ("exclude_bos", "prepend_bos"):
+            object.__setattr__(self, name, validation.optional_boolean(getattr(self, name), name))
+
+    def to_dict(self) -> dict:
+        """Plain-JSON form (a slice becomes ``{"slice": [start, stop, step]}``)."""
+        out = {"query": list(self.query) if isinstance(self.query, tuple) else self.query,
+               "exclude_bos": self.exclude_bos, "prepend_bos": self.prepend_bos}
+        swappable = self.swappable
+        if isinstance(swappable, slice):
+            out["swappable"] = {"slice": [swappable.start, swappable.stop, swappable.step]}
+        elif swappable is not None and swappable and isinstance(swappable[0], tuple):
+            out["swappable"] = [list(p) for p in swappable]
+        else:
+            out["swappable"] = list(swappable) if swappable is not None else None
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PromptOptions:
+        """Inverse of ``to_dict``; unknown keys are logged and ignored."""
+        data = dict(data)
+        if isinstance(data.get("swappable"), dict):
+            data["swappable"] = slice(*data["swappable"]["slice"])
+        return from_known_fields(cls, data)
+
+
+class PromptConfig:
+    """Shared behaviour of the frozen front-end configs that carry ``prompt_options``."""
+
+    prompt_options: PromptOptions
+
+    def replace(self, **changes: Any) -> Any:
+        """A copy with ``changes``; prompt options (``query``, ``swappable``, ``exclude_bos``,
+        ``prepend_bos``) may be given directly.
+
+        Raises:
+            TypeError: an unknown option (the message lists the valid ones).
+        """
+        prompt_fields = {f.name for f in dataclasses.fields(PromptOptions)}
+        own = {f.name for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        unknown = set(changes) - own - prompt_fields
+        if unknown:
+            raise TypeError(f"Unknown {type(self).__name__} option(s) {sorted(unknown)}; valid: "
+                            f"{sorted(own | prompt_fields)}.")
+        prompt = {k: v for k, v in changes.items() if k in prompt_fields}
+        changes = {k: v for k, v in changes.items() if k not in prompt_fields}
+        if prompt:
+            changes["prompt_options"] = dataclasses.replace(changes.get("prompt_options", self.prompt_options),
+                                                            **prompt)
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+    def to_dict(self) -> dict:
+        """Plain-JSON form."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            out[f.name] = value.to_dict() if isinstance(value, PromptOptions) else (
+                list(value) if isinstance(value, tuple) else value)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Any:
+        """Inverse of ``to_dict``; unknown keys are logged and ignored."""
+        data = dict(data)
+        if isinstance(data.get("prompt_options"), dict):
+            data["prompt_options"] = PromptOptions.from_dict(data["prompt_options"])
+        return from_known_fields(cls, data)
+
+
+# --- prepared prompts -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Prompt:
+    """One prepared prompt.
+
+    Attributes:
+        tokens: ``[pos]`` token ids.
+        query: query position ``t``.
+        candidates: swappable key positions before any layer's window is applied (sorted,
+            all ``< t``).
+        bos: whether position 0 holds a BOS token (excluded from ``candidates`` by default).
+    """
+
+    tokens: Int[Tensor, " pos"]
+    query: int
+    candidates: tuple[int, ...]
+    bos: bool
+
+
+@dataclass(frozen=True)
+class PromptSet(Sequence):
+    """Prepared prompts (a sequence of ``Prompt``) plus what batching and grouping reuse.
+
+    Attributes:
+        prompts: the prompts.
+        stacked: ``[n, pos]`` tokens when every prompt has the same length (batches are then
+            slices of it), else None.
+    """
+
+    prompts: list[Prompt]
+    stacked: Tensor | None = None
+    _layouts: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.prompts[index]
+
+    def batches(self, batch_size: int) -> Iterator[tuple[list[int], Tensor, Tensor]]:
+        """Right-padded batches: ``(indices, tokens [b, max_len], query [b])``.
+
+        Padding sits after every query, so causal attention makes it invisible to the query.
+        """
+        for start in range(0, len(self.prompts), batch_size):
+            chunk = self.prompts[start : start + batch_size]
+            if self.stacked is not None:
+                tokens = self.stacked[start : start + batch_size]
+            else:
+                width = max(int(p.tokens.shape[0]) for p in chunk)
+                tokens = torch.zeros(len(chunk), width, dtype=torch.long)
+                for row, prompt in enumerate(chunk):
+                    tokens[row, : prompt.tokens.shape[0]] = prompt.tokens
+            query = torch.tensor([p.query for p in chunk])
+            yield list(range(start, start + len(chunk))), tokens, query
+
+    def key_groups(self, indices: list[int], window: int | None, minimum: int, need: str,
+                   layer: int) -> list[KeyGroup]:
+        """Group a batch's prompts by (query, S, other visible keys) under a layer's ``window``.
+
+        Raises:
+            ValueError: a prompt has fewer than ``minimum`` swappable keys at this layer (``need``
+                says what they are needed for).
+        """
+        groups: dict[tuple, KeyGroup] = {}
+        for row, index in enumerate(indices):
+            prompt = self.prompts[index]
+            key = (prompt.query, prompt.candidates, window)
+            layout = self._layouts.get(key)
+            if layout is None:
+                layout = self._layouts[key] = _window_layout(prompt.query, prompt.candidates, window)
+            swappable, others = layout
+            if len(swappable) < minimum:
+                raise ValueError(
+                    f"Prompt {index} has {len(swappable)} swappable keys at layer {layer} "
+                    f"(query {prompt.query}, window {window}): fewer than {need}. Use longer prompts, a smaller "
+                    "block_size or more swappable positions."
+                )
+            group = groups.get((prompt.query, *layout))
+            if group is None:
+                group = groups[(prompt.query, *layout)] = KeyGroup([], [], prompt.query, swappable, others)
+            group.rows.append(row)
+            group.prompts.append(index)
+        return list(groups.values())
+
+
+def _window_layout(query: int, candidates: tuple[int, ...], window: int | None) -> tuple[tuple, tuple]:
+    """``(S, others)``: swappable keys and the other visible keys under a sliding ``window``."""
+    first = 0 if window is None else max(0, query - window + 1)
+    swappable = tuple(p for p in candidates if p >= first)
+    in_s = set(swappable)
+    return swappable, tuple(j for j in range(first, query + 1) if j not in in_s)
+
+
+def tokenize(backend: Backend, prompts: Any, prepend_bos: bool | None = None) -> list[Tensor] | Tensor:
+    """Any accepted prompt form as validated token ids: a ``[n, pos]`` tensor when the prompts
+    came as one, else a list of 1-D LongTensors."""
+    if isinstance(prompts, str):
+        raise TypeError("prompts must be a list of strings (or token ids), not one string: wrap it in a list.")
+    if isinstance(prompts, np.ndarray):
+        prompts = torch.as_tensor(prompts)
+    if isinstance(prompts, Tensor):
+        if prompts.dtype.is_floating_point or prompts.dtype.is_complex or prompts.dtype == torch.bool:
+            raise TypeError(f"prompts: token tensors must hold integer ids, got dtype {prompts.dtype}.")
+        if prompts.ndim not in (1, 2):
+            raise ValueError(f"A token tensor must be [n_prompts, pos] or [pos], got shape {tuple(prompts.shape)}.")
+        if prompts.numel() == 0:
+            raise ValueError("No prompts given: pass at least one prompt." if len(prompts) == 0 else
+                             "Prompt 0 is empty or not one sequence (shape (0,)).")
+        return check_tokens(backend, prompts).cpu()
+    if not isinstance(prompts, Sequence):
+        raise TypeError(
+            f"prompts must be a list of strings, a LongTensor [n_prompts, pos] or a list of token-id lists, "
+            f"got {type(prompts).__name__}."
+        )
+    if len(prompts) == 0:
+        raise ValueError("No prompts given: pass at least one prompt.")
+    out = []
+    unknown = []
+    unk_id = getattr(backend.tokenizer, "unk_token_id", None) if backend.tokenizer is not None else None
+    for index, row in enumerate(prompts):
+        if isinstance(row, str):
+            if backend.tokenizer is None:
+                raise ValueError("This model has no tokenizer: pass token ids instead of strings.")
+            text, row = row, backend.to_tokens(row, prepend_bos)
+            if unk_id is not None and unk_id in backend.tokenizer(text, add_special_tokens=False)["input_ids"]:
+                unknown.append(index)
+        elif not isinstance(row, Tensor):
+            if isinstance(row, (list, tuple)):
+                validation.no_bools(row, f"prompts: prompt {index}")
+            try:
+                row = torch.as_tensor(row if isinstance(row, np.ndarray) else list(row))
+            except (TypeError, ValueError, RuntimeError) as err:
+                raise TypeError(f"prompts: prompt {index} is neither a string nor a sequence of token ids.") from err
+        if row.dtype.is_floating_point or row.dtype.is_complex or row.dtype == torch.bool:
+            raise TypeError(f"prompts: prompt {index} must hold integer token ids, got dtype {row.dtype}.")
+        if row.ndim != 1 or row.numel() == 0:
+            raise ValueError(f"Prompt {index} is empty or not one sequence (shape {tuple(row.shape)}).")
+        out.append(check_tokens(backend, row)[0].cpu())
+    if unknown:
+        warnings.warn(
+            f"Prompts {unknown[:10]}{' …' if len(unknown) > 10 else ''} contain words outside the model's vocabulary, "
+            "which became its unknown token. For a task model, write the task's own words separated by spaces "
+            "(e.g. task.generate(1).text[0]), or pass token ids.", stacklevel=3)
+    return out
+
+
+def bos_token_id(backend: Backend) -> int | None:
+    """The tokenizer's BOS id, or None."""
+    tokenizer = backend.tokenizer
+    return getattr(tokenizer, "bos_token_id", None) if tokenizer is not None else None
+
+
+def prepare_prompts(backend: Backend, prompts: Any, options: PromptOptions | None = None) -> PromptSet:
+    """Validate and prepare prompts (see the module docstring and ``PromptOptions``).
+
+    Args:
+        backend: the model's backend (tokenizer, vocabulary and context checks).
+        prompts: strings, a LongTensor or token-id lists.
+        options: query, swappable keys and BOS handling.
+    """
+    options = options or PromptOptions()
+    rows = tokenize(backend, prompts, options.prepend_bos)
+    n = len(rows)
+    queries = _per_prompt(options.query, n)
+    sets = _swappable_per_prompt(options.swappable, n)
+    bos_id = bos_token_id(backend)
+    if options.exclude_bos is not None:
+        bos_flags = [options.exclude_bos] * n
+    elif bos_id is None:
+        bos_flags = [False] * n
+    else:
+        firsts = rows[:, 0] if isinstance(rows, Tensor) else torch.stack([row[0] for row in rows])
+        bos_flags = (firsts == bos_id).tolist()
+    defaults: dict[tuple[int, bool], tuple[int, ...]] = {}
+    out = []
+    for index in range(n):
+        tokens = rows[index]
+        length = int(tokens.shape[0])
+        q = length - 1 if queries[index] is None else queries[index]
+        if not -length <= q < length:
+            raise ValueError(f"query {q} is out of range for prompt {index} of {length} tokens.")
+        q %= length
+        bos = bool(bos_flags[index])
+        chosen = sets[index]
+        if chosen is None:
+            candidates = defaults.get((q, bos))
+            if candidates is None:
+                candidates = defaults[(q, bos)] = tuple(range(1 if bos else 0, q))
+        else:
+            positions = range(length)[chosen] if isinstance(chosen, slice) else list(chosen)
+            candidates = tuple(sorted({int(p) for p in positions}))
+            if len(candidates) != len(list(positions)):
+                raise ValueError(f"Swappable positions of prompt {index} contain duplicates.")
+            bad = [p for p in candidates if not 0 <= p < q]
+            if bad:
+                raise ValueError(
+                    f"Swappable positions {bad} of prompt {index} are not keys before its query at {q}."
+                )
+        out.append(Prompt(tokens=tokens, query=q, candidates=candidates, bos=bos))
+    return PromptSet(out, stacked=rows if isinstance(rows, Tensor) else None)
+
+
+def _per_prompt(value: int | tuple[int, ...] | None, n: int) -> list:
+    if value is None or isinstance(value, int):
+        return [value] * n
+    if len(value) != n:
+        raise ValueError(f"Got {len(value)} query values for {n} prompts: pass one per prompt or a single int.")
+    return list(value)
+
+
+def _swappable_per_prompt(swappable: Any, n: int) -> list:
+    if swappable is None or isinstance(swappable, slice):
+        return [swappable] * n
+    if not swappable or not isinstance(swappable[0], tuple):
+        return [swappable] * n
+    if len(swappable) != n:
+        raise ValueError(
+            f"swappable has {len(swappable)} entries for {n} prompts: pass one list of positions for all "
+            "prompts, a slice, or one list per prompt."
+        )
+    return list(swappable)
+
+
+@dataclass
+class KeyGroup:
+    """Prompts of one batch sharing the same query and key layout at one layer.
+
+    Attributes:
+        rows: rows of these prompts in the batch.
+        prompts: their indices in the prompt list.
+        query: the query position.
+        swappable: the swappable keys S at this layer (window-masked keys dropped).
+        others: the visible keys outside S (BOS, the query itself, keys not chosen).
+    """
+
+    rows: list[int]
+    prompts: list[int]
+    query: int
+    swappable: tuple[int, ...]
+    others: tuple[int, ...]
+
+    def split(self, size: int) -> list[KeyGroup]:
+        """The group cut into parts of at most ``size`` prompts (same layout)."""
+        return [KeyGroup(self.rows[i : i + size], self.prompts[i : i + size], self.query, self.swappable, self.others)
+                for i in range(0, len(self.rows), size)]

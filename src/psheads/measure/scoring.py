@@ -1,0 +1,240 @@
+"""``score_heads`` and ``swap_attention``: positional–symbolic scores, exactly, from one forward
+pass per batch.
+
+The swap score of paper B swaps two blocks of hidden states entering a layer and re-runs it.
+Every swapped input's logits are entries of ``M[p, m] = scale · q_rotᵀ R_p k̃_m`` (positions p,
+tokens m over the swappable set S), so the engine's factored logits give every swap of every
+layer and head without re-running anything. The score itself is a registered method
+(``psheads.measure.methods``); all score arithmetic is fp64.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import warnings
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+from psheads.interface import validation
+from psheads.measure import engine
+from psheads.measure.engine import KeyLogits
+from psheads.measure.methods import (
+    LABELS,
+    ScoreConfig,
+    ScoreMethod,
+    base_attention,
+    get_score_method,
+    label,
+    make_blocks,
+    swap_attention_detail,
+)
+from psheads.measure.prompts import layer_indices, prepare_prompts
+from psheads.results import schema
+from psheads.rope.lens import as_lens
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LABELS", "ScoreConfig", "label", "score_heads", "swap_attention"]
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_versions() -> tuple[tuple[str, str], ...]:
+    out = []
+    for package in ("psheads", "torch", "transformer-lens", "transformers", "pandas"):
+        try:
+            out.append((package, metadata.version(package)))
+        except metadata.PackageNotFoundError:
+            out.append((package, "not installed"))
+    return tuple(out)
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of psheads and the packages its numbers depend on (read once)."""
+    return dict(_installed_versions())
+
+
+def _measure(method: ScoreMethod, config: ScoreConfig, logits: KeyLogits) -> dict[str, Tensor]:
+    values = method.score(logits, config)
+    values["entropy"] = base_attention(logits)[1]
+    return values
+
+
+def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = None, *,
+                progress: bool | None = None, model_name: str | None = None, **options: Any) -> pd.DataFrame:
+    """Positional and symbolic scores of every head, exactly and without re-running anything.
+
+    Args:
+        model_or_lens: a TransformerLens RoPE model, a Hugging Face ``PreTrainedModel`` (booted
+            as a bridge on a copy: ``psheads.rope.backends.as_bridge``), or a ``RopeLens``. A model seen
+            before and unchanged since reuses its checked lens (no second probe or self-check).
+        prompts: strings, a LongTensor ``[n, pos]`` or token-id lists (see ``psheads.measure.prompts``).
+        config: a ``ScoreConfig`` (default: paper B's swap score with τ = 1e-4, b = 1, γ = 0.1).
+        progress: progress bar (default: in a notebook or on a terminal).
+        model_name: if given, the frame starts with a ``model`` column holding it (and
+            ``attrs["model_name"]``), so that frames of several models concatenate.
+        **options: ``ScoreConfig`` fields overriding ``config``: ``method`` (``"swap"``,
+            ``"anova"`` or a registered method), ``tau``, ``block_size``, ``gamma``,
+            ``by_frequency``, ``reduce``, ``batch_size``, ``layers``, ``heads``; and prompt
+            options: ``query`` (default: each prompt's last token; an int or one per prompt),
+            ``swappable`` (default: every key before the query except BOS; keys a sliding window
+            masks are always dropped), ``exclude_bos``, ``prepend_bos``.
+
+    Returns:
+        A tidy frame, one row per (layer, head[, plane]) with ``positional, symbolic,
+        positional_std, symbolic_std, [method columns,] entropy, n_prompts, label`` (std over
+        prompts, ddof=0; columns in ``psheads.results.schema.SCORES``). ``label`` is an ordered categorical
+        (``psheads.results.schema.LABEL_ORDER``: positional < mixed < symbolic < uniform < non-finite).
+        ``df.attrs`` holds the full config (``ScoreConfig.from_dict(df.attrs["config"])`` re-runs
+        it), model, backend, dtype and versions.
+    """
+    config = _config(config).replace(**options)
+    progress = validation.optional_boolean(progress, "progress")
+    model_name = schema.model_name(model_name)
+    method = get_score_method(config.method)
+    lens = as_lens(model_or_lens)
+    chosen = layer_indices(config.layers, lens.n_layers)
+    if config.heads is not None:
+        n_heads = min(lens.layers[layer].n_heads for layer in chosen)
+        bad = [h for h in config.heads if not 0 <= h < n_heads]
+        if bad or not config.heads:
+            raise ValueError(f"heads {list(config.heads)} must be a non-empty list of distinct heads in "
+                             f"0…{n_heads - 1}.")
+    prepared = prepare_prompts(lens.backend, prompts, config.prompt_options)
+    minimum = method.min_swappable(config)
+    items = engine.run(lens, prepared, functools.partial(_measure, method, config), layers=chosen,
+                       heads=config.heads, min_keys=minimum, need=f"the {minimum} that method {method.name!r} needs",
+                       by_frequency=config.by_frequency, batch_size=config.batch_size, progress=progress,
+                       desc="score_heads")
+    extra = [name for name in method.columns if name not in schema.SCORE_SPREAD]  # after the std columns
+    if config.reduce:
+        reducer = engine.RunningMean(spread=schema.SCORE_SPREAD, by_frequency=config.by_frequency)
+        for item in items:
+            reducer.add(item)
+        spread = [f"{name}_std" for name in schema.SCORE_SPREAD]
+        frame = reducer.frame([*schema.SCORE_SPREAD, *spread, *extra, "entropy", "n_prompts"])
+        if config.by_frequency:
+            frame = frame.sort_values(["layer", "head", "plane"], kind="stable").reset_index(drop=True)
+    else:
+        frame = engine.per_prompt_frame(items, [*schema.SCORE_SPREAD, *extra, "entropy"], config.by_frequency)
+    frame["label"] = pd.Categorical([label(p, s, config.gamma) for p, s in zip(frame["positional"], frame["symbolic"])],
+                                    dtype=schema.LABEL_DTYPE)
+    _check_finite(frame, [*method.columns, "entropy"], config.nonfinite)
+    frame.attrs.update({
+        "config": config.to_dict(),
+        "model": lens.backend.model_name,
+        "backend": lens.backend.kind,
+        "dtype": str(lens.backend.dtype),
+        "n_prompts": len(prepared),
+        "versions": versions(),
+    })
+    return schema.tag_model(frame, model_name)
+
+
+def _config(config: Any) -> ScoreConfig:
+    if config is None:
+        return ScoreConfig()
+    if not isinstance(config, ScoreConfig):
+        raise TypeError(f"config must be a psheads.ScoreConfig, got {type(config).__name__}.")
+    return config
+
+
+def _one_prompt(prompt: Any) -> list:
+    """``[prompt]`` for one prompt; a clear error for several."""
+    if isinstance(prompt, np.ndarray):
+        prompt = torch.as_tensor(prompt)
+    if isinstance(prompt, Tensor) and prompt.ndim == 2:
+        if prompt.shape[0] != 1:
+            raise ValueError(f"prompt: swap_attention takes one prompt, got a batch of {prompt.shape[0]}; "
+                             "pass one row, e.g. tokens[0].")
+        return [prompt[0]]
+    if isinstance(prompt, (list, tuple)) and prompt and all(
+            isinstance(item, (str, list, tuple, Tensor, np.ndarray)) and not (isinstance(item, Tensor) and item.ndim == 0)
+            for item in prompt):
+        raise ValueError(f"prompt: swap_attention takes one prompt, got a list of {len(prompt)}; pass one of them.")
+    return [prompt]
+
+
+def _check_finite(frame: pd.DataFrame, columns: list[str], nonfinite: str) -> None:
+    """Raise (or warn) when scores are not finite, naming the heads."""
+    finite = np.isfinite(frame[columns].to_numpy(dtype=float)).all(axis=1)
+    if finite.all():
+        return
+    keys = [name for name in ("layer", "head", "plane") if name in frame.columns]
+    bad = sorted({tuple(int(v) for v in row) for row in frame.loc[~finite, keys].itertuples(index=False)})
+    named = ", ".join("L{}H{}".format(*row[:2]) + (f" plane {row[2]}" if len(row) > 2 else "") for row in bad[:12])
+    more = f" and {len(bad) - 12} more" if len(bad) > 12 else ""
+    message = (f"Scores are not finite for {len(bad)} head(s): {named}{more}. The model produced inf or NaN on "
+               "these prompts (for example an fp16 overflow); score it in float32 (model.to(torch.float32)).")
+    if nonfinite == "raise":
+        raise ValueError(message + " Pass nonfinite='nan' to keep them as NaN, labelled 'non-finite'.")
+    warnings.warn(message + " They are kept as NaN and labelled 'non-finite'.", stacklevel=3)
+
+
+def swap_attention(model_or_lens: Any, prompt: Any, layer: int, head: int, config: ScoreConfig | None = None,
+                   **options: Any) -> pd.DataFrame:
+    """Every swap of one prompt and head: block attention before and after, weight and cosines.
+
+    Args:
+        model_or_lens: a TransformerLens RoPE model or a ``RopeLens``.
+        prompt: one prompt (a string, a 1-D LongTensor or a list of token ids).
+        layer: layer index.
+        head: query head.
+        config: a ``ScoreConfig`` (its ``tau``, ``block_size`` and prompt options are used).
+        **options: ``ScoreConfig`` fields and prompt options overriding ``config`` (``tau``,
+            ``block_size``, ``query``, ``swappable``, ``exclude_bos``, ``prepend_bos``).
+
+    Returns:
+        One row per swap ``(i, j)`` (columns in ``psheads.results.schema.SWAPS``): ``block_i, block_j,
+        positions_i, positions_j, d_i, d_j`` (attention of the blocks on the input),
+        ``d_i_swapped, d_j_swapped`` (after the swap), ``weight`` (α), ``cos_positional``,
+        ``cos_symbolic``. ``attrs`` holds ``positional`` and ``symbolic`` (the head's scores on
+        this prompt).
+    """
+    head = validation.integer(head, "head")
+    config = _config(config).replace(heads=(head,), **options)
+    lens = as_lens(model_or_lens)
+    geo = lens.layer(layer)
+    if not 0 <= head < geo.n_heads:
+        raise ValueError(f"head {head} is out of range: layer {geo.layer} has {geo.n_heads} heads.")
+    prompts = _one_prompt(prompt)
+    prepared = prepare_prompts(lens.backend, prompts, config.prompt_options)
+    details = []
+
+    def measure(logits: KeyLogits) -> dict[str, Tensor]:
+        details.append(swap_attention_detail(logits.flat().select(0), config.block_size, config.tau))
+        return {}
+
+    minimum = 2 * config.block_size
+    for _ in engine.run(lens, prepared, measure, layers=[geo.layer], heads=(head,), min_keys=minimum,
+                        need=f"2 blocks of {config.block_size}", batch_size=1, progress=False):
+        pass
+    (swap,) = details
+    prompt_0 = prepared[0]
+    swappable = prepared.key_groups([0], geo.window, minimum, "", geo.layer)[0].swappable
+    blocks = make_blocks(len(swappable), config.block_size)
+    positions = [tuple(swappable[k] for k in block.tolist()) for block in blocks]
+    i, j = swap.pairs[:, 0], swap.pairs[:, 1]
+    frame = pd.DataFrame({
+        "block_i": i.tolist(),
+        "block_j": j.tolist(),
+        "positions_i": [positions[b] for b in i.tolist()],
+        "positions_j": [positions[b] for b in j.tolist()],
+        "d_i": swap.d_base[i].tolist(),
+        "d_j": swap.d_base[j].tolist(),
+        "d_i_swapped": swap.d_swapped[:, 0].tolist(),
+        "d_j_swapped": swap.d_swapped[:, 1].tolist(),
+        "weight": swap.weights.tolist(),
+        "cos_positional": swap.cos_positional.tolist(),
+        "cos_symbolic": swap.cos_symbolic.tolist(),
+    })[schema.SWAPS.names]
+    frame.attrs.update({"layer": geo.layer, "head": head, "query": prompt_0.query,
+                        "positional": float((swap.weights * swap.cos_positional).sum()),
+                        "symbolic": float((swap.weights * swap.cos_symbolic).sum()),
+                        "config": config.to_dict(), "model": lens.backend.model_name})
+    return frame

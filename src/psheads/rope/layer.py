@@ -1,0 +1,240 @@
+"""One attention layer: its static facts, its RoPE geometry, what a forward pass captured there,
+and the per-layer maths that turns a capture into logits.
+
+``LayerSpec`` is what a family adapter reads off the model; ``LayerGeometry`` adds what only the
+model's own rotation tables tell (θ, magnitude, plane order); ``LayerCapture`` holds q, k̃ and the
+tables of one forward pass. Everything here is pure tensor code on top of ``psheads.rope.geometry``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from psheads.rope import geometry
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """Static attention facts of one layer, as the model computes them.
+
+    Attributes:
+        n_heads: query heads.
+        n_kv_heads: key/value heads (GQA: query head h reads KV head ``h // (n_heads / n_kv_heads)``).
+        d_head: head dimension.
+        pairing: ``"halves"`` or ``"adjacent"``.
+        scale: factor multiplying ``q_rot · k_rot`` (``1/√d_head`` by default).
+        softcap: Gemma-2 logit soft-cap, or None.
+        window: sliding window (key j is visible from t iff ``0 <= t - j < window``), or None.
+    """
+
+    n_heads: int
+    n_kv_heads: int
+    d_head: int
+    pairing: geometry.Pairing
+    scale: float
+    softcap: float | None
+    window: int | None
+
+
+@dataclass
+class LayerCapture:
+    """What one forward pass recorded for one layer (fp32 or wider; never the model's tensors).
+
+    Attributes:
+        q: pre-rotary queries ``[batch, query, head, d_head]`` (``query`` = the requested query
+            positions, or every position).
+        k: pre-rotary keys ``[batch, pos, kv_head, d_head]``.
+        cos: per-element cos table ``[pos, rotary_dim]`` the model used.
+        sin: per-element sin table ``[pos, rotary_dim]``.
+        pattern: the model's own attention pattern ``[batch, head, query, pos]``, when requested.
+    """
+
+    q: Float[Tensor, "batch query head d_head"]
+    k: Float[Tensor, "batch pos kv_head d_head"]
+    cos: Float[Tensor, "pos rotary_dim"]
+    sin: Float[Tensor, "pos rotary_dim"]
+    pattern: Float[Tensor, "batch head query pos"] | None = None
+
+    @functools.cached_property
+    def full_tables(self) -> tuple[Float[Tensor, "pos d_head"], Float[Tensor, "pos d_head"]]:
+        """The tables over the whole head in fp64 (``cos = 1, sin = 0`` on unrotated dims)."""
+        return geometry.extend_tables(self.cos, self.sin, int(self.k.shape[-1]))
+
+
+@dataclass(frozen=True)
+class LayerGeometry:
+    """RoPE geometry of one layer, read from the model's own rotation tables.
+
+    Attributes:
+        layer: layer index.
+        n_heads: query heads.
+        n_kv_heads: key/value heads.
+        d_head: head dimension.
+        rotary_dim: rotated dimensions; ``d_head - rotary_dim`` dims form plane 0.
+        pairing: ``"halves"`` (dims ``(i, i + rotary_dim/2)``) or ``"adjacent"`` (``(2i, 2i+1)``).
+        scale: factor on ``q_rot · k_rot`` in the model's score.
+        softcap: attention logit soft-cap (Gemma-2), or None.
+        window: sliding window (keys with ``t - j >= window`` are masked), or None.
+        theta: ``[F]`` radians per position of frequency IDs 1…F (fastest first).
+        magnitude: ``[F]`` norm of the (cos, sin) factors (1 for plain RoPE; YaRN's attention
+            factor otherwise). Logits carry its square.
+        layout: plane layout (dimension pairs in frequency-ID order).
+    """
+
+    layer: int
+    n_heads: int
+    n_kv_heads: int
+    d_head: int
+    rotary_dim: int
+    pairing: geometry.Pairing
+    scale: float
+    softcap: float | None
+    window: int | None
+    theta: Float[Tensor, " plane"]
+    magnitude: Float[Tensor, " plane"]
+    layout: geometry.PlaneLayout
+
+    @classmethod
+    def from_tables(
+        cls, layer: int, spec: LayerSpec, cos: Float[Tensor, "pos rotary_dim"], sin: Float[Tensor, "pos rotary_dim"]
+    ) -> LayerGeometry:
+        """Read θ, magnitude and the fastest-first plane order from the model's tables."""
+        rotary_dim = int(cos.shape[-1])
+        native = geometry.plane_layout(spec.d_head, rotary_dim, spec.pairing)
+        first, second = native.dims[:, 0], native.dims[:, 1]
+        if not (torch.equal(cos[:, first], cos[:, second]) and torch.equal(sin[:, first], sin[:, second])):
+            raise ValueError(
+                f"Layer {layer}: the rotation tables differ between the two dims of a plane, so the model "
+                f"does not rotate with {spec.pairing!r} pairing; psheads cannot decompose it exactly."
+            )
+        cos64, sin64 = geometry.extend_tables(cos, sin, spec.d_head)
+        theta, magnitude = (x.cpu() for x in geometry.plane_thetas(cos64, sin64, native))
+        order = geometry.frequency_order(theta)
+        return cls(
+            layer=layer,
+            rotary_dim=rotary_dim,
+            theta=theta[order],
+            magnitude=magnitude[order],
+            layout=geometry.plane_layout(spec.d_head, rotary_dim, spec.pairing, order),
+            **dataclasses.asdict(spec),
+        )
+
+    @property
+    def n_planes(self) -> int:
+        """Number of rotated planes F."""
+        return self.layout.n_planes
+
+    @property
+    def plane_dims(self) -> Int[Tensor, "plane 2"]:
+        """``[F, 2]`` head dimensions of frequency IDs 1…F."""
+        return self.layout.dims
+
+    @property
+    def plane_ids(self) -> list[int]:
+        """Frequency IDs of the result slices: ``1 … F``, then 0 (the unrotated dims)."""
+        return [*range(1, self.n_planes + 1), 0]
+
+    @property
+    def kv_head_of(self) -> Int[Tensor, " head"]:
+        """KV head read by each query head."""
+        return torch.arange(self.n_heads) // (self.n_heads // self.n_kv_heads)
+
+    def same_geometry(self, other: LayerGeometry) -> bool:
+        """Whether ``other`` has the same attention facts and plane layout (tables aside)."""
+        facts = ("n_heads", "n_kv_heads", "d_head", "rotary_dim", "pairing", "scale", "softcap", "window")
+        return (all(getattr(self, name) == getattr(other, name) for name in facts)
+                and torch.equal(self.layout.dims, other.layout.dims))
+
+    def check_capture(self, capture: LayerCapture) -> None:
+        """Raise if a capture's head counts differ from this geometry (the model changed)."""
+        if capture.k.shape[2] != self.n_kv_heads or capture.q.shape[2] != self.n_heads:
+            raise RuntimeError(
+                f"Layer {self.layer}: the model now gives {capture.q.shape[2]} query and {capture.k.shape[2]} key "
+                f"heads, but was wrapped with {self.n_heads} and {self.n_kv_heads}: its configuration changed "
+                "after wrapping. Build a new RopeLens."
+            )
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per plane (frequency ID 0 = unrotated dims), with θ, period and dims."""
+        rows = [
+            {
+                "layer": self.layer,
+                "plane": fid + 1,
+                "theta": float(self.theta[fid]),
+                "period": float(2 * torch.pi / self.theta[fid]) if self.theta[fid] != 0 else float("inf"),
+                "magnitude": float(self.magnitude[fid]),
+                "dims": tuple(int(d) for d in self.layout.dims[fid]),
+            }
+            for fid in range(self.n_planes)
+        ]
+        if self.rotary_dim < self.d_head:
+            rows.append(
+                {
+                    "layer": self.layer,
+                    "plane": 0,
+                    "theta": 0.0,
+                    "period": float("inf"),
+                    "magnitude": 1.0,
+                    "dims": tuple(range(self.rotary_dim, self.d_head)),
+                }
+            )
+        return pd.DataFrame(rows)
+
+
+# --- per-layer maths -------------------------------------------------------------------------
+def head_keys(geo: LayerGeometry, capture: LayerCapture) -> Float[Tensor, "batch pos head d_head"]:
+    """Pre-rotary keys expanded to the query heads (GQA: head h reads KV head h // group), fp64."""
+    return capture.k[:, :, geo.kv_head_of.to(capture.k.device)].double()
+
+
+def rotated_query(geo: LayerGeometry, capture: LayerCapture, t: int) -> Float[Tensor, "batch head d_head"]:
+    """The first captured query, rotated with the model's table row ``t`` (fp64)."""
+    cos, sin = capture.full_tables
+    return geometry.rotate(capture.q[:, 0].double(), cos[t], sin[t], geo.layout)
+
+
+def rotated_keys(geo: LayerGeometry, capture: LayerCapture, keys: Tensor) -> Float[Tensor, "batch key head d_head"]:
+    """Keys at positions ``keys``, expanded to query heads and rotated at their own positions."""
+    cos, sin = capture.full_tables
+    k = head_keys(geo, capture)[:, keys]
+    return geometry.rotate(k.transpose(1, 2), cos[keys], sin[keys], geo.layout).transpose(1, 2)
+
+
+def query_planes(geo: LayerGeometry, capture: LayerCapture, t: int) -> Float[Tensor, "batch head plane key"]:
+    """Per-plane logits from the captured query at ``t`` to every key ``0…t`` (pre-soft-cap)."""
+    keys = torch.arange(t + 1, device=capture.k.device)
+    return geometry.frequency_logits(rotated_query(geo, capture, t), rotated_keys(geo, capture, keys),
+                                     geo.layout, geo.scale)
+
+
+def all_query_planes(geo: LayerGeometry, capture: LayerCapture) -> Float[Tensor, "batch head plane query key"]:
+    """Per-plane logits from every query to every key (unmasked, pre-soft-cap, fp64).
+
+    ``capture`` must hold q at every position.
+    """
+    cos, sin = capture.full_tables
+    q_rot = geometry.rotate(capture.q.double().transpose(1, 2), cos, sin, geo.layout).transpose(1, 2)
+    k_rot = rotated_keys(geo, capture, torch.arange(capture.k.shape[1], device=capture.k.device))
+    planes = geometry.frequency_logits(q_rot, k_rot.unsqueeze(1), geo.layout, geo.scale)  # [b, q, h, plane, k]
+    return planes.permute(0, 2, 3, 1, 4)
+
+
+def pattern_error(geo: LayerGeometry, capture: LayerCapture) -> float:
+    """Max |Δ| between the pattern rebuilt from the planes and the model's own, at every query.
+
+    ``capture`` must hold q at every position and the model's pattern.
+    """
+    if capture.pattern is None:
+        raise ValueError("The capture holds no attention pattern; capture with with_pattern=True.")
+    n_pos = capture.k.shape[1]
+    logits = geometry.soft_cap(all_query_planes(geo, capture).sum(dim=2), geo.softcap)
+    visible = geometry.visible_keys(torch.arange(n_pos, device=logits.device), n_pos, geo.window)  # [query, key]
+    rebuilt = torch.softmax(logits.masked_fill(~visible, float("-inf")), dim=-1)
+    return float((rebuilt - capture.pattern.double()).abs().max())

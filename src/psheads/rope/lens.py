@@ -1,0 +1,372 @@
+"""``RopeLens``: exact per-frequency RoPE logit decompositions, gating and plane hooks on a
+TransformerLens model.
+
+The lens is the user-facing handle: it reads each layer's geometry from the model's own tables,
+self-checks that the planes rebuild the model's attention, and offers decompositions, frequency
+gating and scoped per-plane hook points. Capture lives in ``psheads.rope.backends``, input validation
+in ``psheads.measure.prompts``, per-layer maths in ``psheads.rope.layer``. ``as_lens`` reuses a checked lens
+for an unchanged model (new weights, dtype, device or layer facts build a new one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import pandas as pd
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from psheads.interface import reprs, validation
+from psheads.measure.prompts import check_tokens, layer_index, layer_indices, query_position
+from psheads.rope import geometry
+from psheads.rope.backends import Backend, backend_for
+from psheads.rope.layer import LayerCapture, LayerGeometry, all_query_planes, pattern_error, query_planes
+
+logger = logging.getLogger(__name__)
+
+#: Self-check tolerance on attention probabilities, by the model's dtype. Hugging Face attention
+#: takes its softmax in fp32 even in an fp64 model, so fp64 cannot be held tighter than fp32 is.
+SELF_CHECK_TOLERANCE: dict[torch.dtype, float] = {
+    torch.float64: 1e-6,
+    torch.float32: 1e-5,
+    torch.float16: 5e-3,
+    torch.bfloat16: 3e-2,
+}
+
+#: Checked geometry per live model: ``model -> (backend fingerprint, layers)``. Weak keys, and
+#: values that do not reference the model, so a cached model can still be garbage-collected.
+_CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class SelfCheckError(RuntimeError):
+    """The planes did not rebuild the model's own attention pattern."""
+
+
+class RopeLens:
+    """Wrap a TransformerLens RoPE model for exact per-frequency logit decompositions.
+
+    The model is never changed: every hook is removed on exit (also on error), and the
+    training flags are restored. Analysis runs in eval mode under ``torch.no_grad()`` with q/k
+    upcast to fp32 and products in fp64.
+
+    Args:
+        model: a ``TransformerBridge`` or ``HookedTransformer`` using RoPE.
+        self_check: rebuild the model's attention pattern from the planes on a probe input and
+            raise ``SelfCheckError`` if they disagree (tolerance by dtype:
+            ``SELF_CHECK_TOLERANCE``).
+        probe_length: probe length in tokens (capped at the model's context).
+        seed: seed of the random probe tokens.
+
+    Raises:
+        TypeError: not a TransformerLens model.
+        ValueError: not a RoPE model, or an attention variant psheads cannot decompose.
+        SelfCheckError: the decomposition does not reproduce the model's pattern.
+    """
+
+    def __init__(self, model: Any, self_check: bool = True, probe_length: int = 32, seed: int = 0) -> None:
+        if isinstance(model, RopeLens):
+            raise TypeError("This is already a RopeLens; use it directly.")
+        self_check = validation.boolean(self_check, "self_check")
+        probe_length = validation.integer(probe_length, "probe_length", minimum=2)
+        seed = validation.seed(seed)
+        self.backend: Backend = backend_for(model)
+        self.model = self.backend.model  # a Hugging Face model is wrapped in a bridge of its own
+        self._active: list[str] = []  # gates and plane hooks now open on this lens, for the views
+        n_pos = min(probe_length, self.backend.n_ctx)
+        generator = torch.Generator().manual_seed(seed)
+        probe = torch.randint(0, self.backend.d_vocab, (2, n_pos), generator=generator)
+        captures = self.backend.capture(probe, range(self.backend.n_layers), with_pattern=self_check)
+        self.layers: list[LayerGeometry] = [
+            LayerGeometry.from_tables(layer, self.backend.layer_spec(layer), captures[layer].cos, captures[layer].sin)
+            for layer in range(self.backend.n_layers)
+        ]
+        if self_check:
+            self._self_check(captures)
+            _CHECKED[model] = (self.backend.fingerprint(), self.layers)
+
+    @classmethod
+    def _checked(cls, backend: Backend, layers: list[LayerGeometry]) -> RopeLens:
+        lens = cls.__new__(cls)
+        lens.backend, lens.model, lens.layers, lens._active = backend, backend.model, layers, []
+        return lens
+
+    # --- facts ------------------------------------------------------------------------------
+    @property
+    def n_layers(self) -> int:
+        """Number of layers."""
+        return len(self.layers)
+
+    def __repr__(self) -> str:
+        first = self.layers[0]
+        return (
+            f"RopeLens({self.backend.model_name!r}, backend={self.backend.kind}, layers={self.n_layers}, "
+            f"heads={first.n_heads}, kv_heads={first.n_kv_heads}, d_head={first.d_head}, "
+            f"rotary_dim={first.rotary_dim}, dtype={self.backend.dtype})"
+        )
+
+    def _facts(self) -> list[tuple[str, Any]]:
+        def distinct(values: Iterable[Any]) -> str:
+            return " / ".join(str(value) for value in dict.fromkeys(values))
+
+        bases: dict[str, list[int]] = {}
+        for geo in self.layers:
+            bases.setdefault(self._rope_base(geo), []).append(geo.layer)
+        local = [geo for geo in self.layers if geo.window is not None]
+        return [
+            ("model", self.backend.model_name), ("backend", self.backend.kind),
+            ("family", self.backend.family.name), ("dtype", str(self.backend.dtype)), ("layers", self.n_layers),
+            ("heads", distinct(geo.n_heads for geo in self.layers)),
+            ("KV heads", distinct(geo.n_kv_heads for geo in self.layers)),
+            ("d_head", distinct(geo.d_head for geo in self.layers)),
+            ("rotary dim", distinct(geo.rotary_dim for geo in self.layers)),
+            ("planes", distinct(geo.n_planes for geo in self.layers)),
+            ("RoPE base", next(iter(bases)) if len(bases) == 1 else
+             "; ".join(f"{base} (layers {reprs.layer_text(layers)})" for base, layers in bases.items())),
+            ("local layers", f"{reprs.layer_text(geo.layer for geo in local)} "
+                             f"(window {distinct(geo.window for geo in local)})" if local else "none"),
+            ("global layers", reprs.layer_text(geo.layer for geo in self.layers if geo.window is None)),
+            ("active", "; ".join(self._active) or "none"),
+        ]
+
+    @staticmethod
+    def _rope_base(geo: LayerGeometry) -> str:
+        """The base read from the two fastest planes: θ₁/θ₂ = base^(2/rotary_dim). Linear scaling keeps
+        that ratio; llama3 and YaRN scaling keep it when those planes turn faster than the original
+        context (as in released checkpoints)."""
+        if geo.n_planes < 2:
+            return "n/a (one plane)"
+        return f"{float(geo.theta[0] / geo.theta[1]) ** (geo.rotary_dim / 2):,.0f}"
+
+    def _repr_html_(self) -> str:
+        """Notebook view: model, family, layer shapes, RoPE bases, local/global layers, open gates and hooks."""
+        return reprs.html("RopeLens", self._facts())
+
+    @contextlib.contextmanager
+    def _activated(self, what: str) -> Iterator[None]:
+        self._active.append(what)
+        try:
+            yield
+        finally:
+            self._active.remove(what)
+
+    def geometry_frame(self) -> pd.DataFrame:
+        """All layers' planes as one tidy frame (see ``LayerGeometry.to_frame``)."""
+        return pd.concat([g.to_frame() for g in self.layers], ignore_index=True)
+
+    def layer(self, layer: int) -> LayerGeometry:
+        """The geometry of ``layer`` (negative counts from the end)."""
+        return self.layers[layer_index(layer, self.n_layers)]
+
+    # --- decompositions ---------------------------------------------------------------------
+    def frequency_logits(
+        self, tokens: Any, layer: int, query: int = -1
+    ) -> Float[Tensor, "batch head plane key"]:
+        """Pre-softmax logits from ``query`` to every key ``<= query``, one slice per plane.
+
+        Planes are frequency IDs 1…F (fastest first), then one trailing slice for the
+        unrotated dims (zeros when ``rotary_dim == d_head``). The scale is included; the sum
+        over planes is the model's pre-soft-cap score (window-masked keys included, unmasked).
+
+        Args:
+            tokens: ``[batch, pos]`` token ids (a 1-D tensor is one sequence).
+            layer: layer index.
+            query: query position (negative counts from the end).
+
+        Returns:
+            fp64 ``[batch, head, F + 1, query + 1]``.
+        """
+        ((_, planes),) = self.frequency_logits_by_layer(tokens, [self.layer(layer).layer], query)
+        return planes
+
+    def frequency_logits_by_layer(
+        self, tokens: Any, layers: Sequence[int] | None = None, query: int = -1
+    ) -> Iterator[tuple[int, Float[Tensor, "batch head plane key"]]]:
+        """``frequency_logits`` for several layers from one forward pass.
+
+        Yields ``(layer, planes)`` in layer order; only one layer's planes are built at a time.
+        """
+        tokens = check_tokens(self.backend, tokens)
+        t = query_position(query, tokens.shape[1])
+        captures = self._capture_at(tokens, layer_indices(layers, self.n_layers), t)
+        for layer in sorted(captures):
+            yield layer, query_planes(self.layers[layer], captures.pop(layer), t)
+
+    def position_token_logits(
+        self, tokens: Any, layer: int, query: int = -1, by_frequency: bool = False
+    ) -> Float[Tensor, "batch head position token"] | Float[Tensor, "batch head plane position token"]:
+        """The matrix ``M[p, m]``: the logit the token now at ``m`` would get at position ``p``.
+
+        Positions and tokens run over ``0…query``. Pre-soft-cap; apply
+        ``psheads.rope.geometry.soft_cap`` entrywise if the layer has one. The diagonal is the
+        model's own logit row.
+
+        Returns:
+            fp64 ``[batch, head, position, token]``, or ``[batch, head, F + 1, position, token]``
+            with ``by_frequency``.
+        """
+        geo, tokens = self.layer(layer), check_tokens(self.backend, tokens)
+        by_frequency = validation.boolean(by_frequency, "by_frequency")
+        t = query_position(query, tokens.shape[1])
+        capture = self._capture_at(tokens, [geo.layer], t)[geo.layer]
+        cos, sin = capture.full_tables
+        q_rot = geometry.rotate(capture.q[:, 0].double(), cos[t], sin[t], geo.layout)
+        keys = torch.arange(t + 1, device=capture.k.device)
+        k = capture.k[:, : t + 1, geo.kv_head_of.to(capture.k.device)]
+        return geometry.position_token_logits(q_rot, k, cos[keys], sin[keys], geo.layout, geo.scale,
+                                              by_frequency=by_frequency)
+
+    def _capture_at(self, tokens: Tensor, layers: Sequence[int], query: int) -> dict[int, LayerCapture]:
+        captures = self.backend.capture(tokens, layers, torch.full((tokens.shape[0],), query, dtype=torch.long))
+        for layer, capture in captures.items():
+            self.layers[layer].check_capture(capture)
+        return captures
+
+    # --- self-check -------------------------------------------------------------------------
+    def _self_check(self, captures: dict[int, LayerCapture]) -> None:
+        tolerance = SELF_CHECK_TOLERANCE.get(self.backend.dtype, 1e-5)
+        for geo in self.layers:
+            error = pattern_error(geo, captures[geo.layer])
+            logger.debug("self-check layer %d: max |Δpattern| = %.3g", geo.layer, error)
+            if not math.isfinite(error):
+                raise SelfCheckError(
+                    f"Layer {geo.layer}: the model's attention on the self-check probe is not finite (inf or NaN), "
+                    f"e.g. an overflow in {self.backend.dtype}; run the model in float32 (model.to(torch.float32))."
+                )
+            if not error <= tolerance:
+                raise SelfCheckError(
+                    f"Layer {geo.layer}: the per-plane logits do not rebuild the model's attention "
+                    f"pattern (max |Δ| = {error:.3g} > {tolerance:g} for {self.backend.dtype}). This "
+                    f"architecture ({type(self.model).__name__} / {self.backend.model_name}) has a "
+                    "quirk psheads does not handle; please report it. Pass self_check=False only if "
+                    "you accept wrong numbers."
+                )
+
+    # --- gating -----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def gate(
+        self,
+        planes: Iterable[int],
+        layers: Sequence[int] | None = None,
+        heads: Sequence[int] | None = None,
+        keys: bool = False,
+    ) -> Iterator[None]:
+        """Zero chosen planes of q per query head (or of k per KV head) while the block runs.
+
+        The model's own forward passes inside the block see the gated heads; the hooks are
+        removed on exit, also on error. Zeroing a plane pre-rotation removes exactly that
+        plane's term from every logit of the gated head.
+
+        Args:
+            planes: frequency IDs to zero (1…F, 0 = the unrotated dims).
+            layers: layers to gate (default: all).
+            heads: query heads (or KV heads with ``keys=True``) to gate (default: all).
+            keys: gate k on KV heads (shared by all query heads in the group) instead of q.
+        """
+        planes = validation.integers(planes, "planes", minimum=0)
+        keys = validation.boolean(keys, "keys")
+        layers = layer_indices(layers, self.n_layers)
+        chosen_heads = None if heads is None else validation.integers(heads, "heads", unique=True)
+        fwd_hooks = []
+        for layer in layers:
+            geo = self.layers[layer]
+            n = geo.n_kv_heads if keys else geo.n_heads
+            chosen = range(n) if chosen_heads is None else chosen_heads
+            for head in chosen:
+                if not 0 <= head < n:
+                    raise ValueError(f"heads: head {head} is out of range: layer {layer} has {n} "
+                                     f"{'KV ' if keys else ''}heads.")
+            head_mask = torch.ones(n, geo.d_head, dtype=torch.float64)
+            head_mask[list(chosen)] = geometry.plane_keep_mask(geo.layout, planes)
+            site = self.backend.qk_site(layer, "k" if keys else "q")
+            fwd_hooks.append((site.name, _gating_hook(site, head_mask)))
+        heads_text = "all" if chosen_heads is None else ", ".join(map(str, chosen_heads))
+        with self.model.hooks(fwd_hooks=fwd_hooks), self._activated(
+                f"gate planes {', '.join(map(str, planes))} of {'k' if keys else 'q'} on layers "
+                f"{reprs.layer_text(layers)}, heads {heads_text}"):
+            yield
+
+    @contextlib.contextmanager
+    def plane_hooks(self, layers: Sequence[int] | None = None) -> Iterator[dict[int, str]]:
+        """Add per-frequency hook points ``blocks.{l}.attn.hook_plane_logits`` for the block.
+
+        Inside the block the names work with the model's own ``run_with_hooks``,
+        ``run_with_cache`` and ``hooks``. Each holds the layer's per-plane logits
+        ``[batch, head, plane, query, key]`` (fp64, scale included, pre-soft-cap, unmasked;
+        planes as in ``frequency_logits``). A hook that returns (or writes) a changed
+        tensor re-weights the layer's attention to ``softmax(mask(soft-cap(Σ planes)))``;
+        an unchanged tensor leaves the model's computation untouched. The planes are only
+        computed for layers whose hook point has hooks. Everything is removed on exit.
+        Edits are for analysis: gradients do not flow through an edited layer's pattern into
+        its q and k.
+
+        Yields:
+            ``{layer: hook name}``.
+        """
+        from transformer_lens.hook_points import HookPoint
+
+        chosen = layer_indices(layers, self.n_layers)
+        points = {layer: HookPoint() for layer in chosen}
+        names = {layer: f"blocks.{layer}.attn.{PLANE_HOOK}" for layer in chosen}
+
+        def on_layer(layer: int, capture: LayerCapture) -> tuple[Tensor, Tensor] | None:
+            point = points[layer]
+            if not self.backend.has_hooks(point):
+                return None
+            self.layers[layer].check_capture(capture)
+            planes = all_query_planes(self.layers[layer], capture)
+            reference = planes.clone()
+            edited = point(planes)
+            if not isinstance(edited, Tensor) or edited.shape != reference.shape:
+                got = tuple(edited.shape) if isinstance(edited, Tensor) else type(edited).__name__
+                raise ValueError(f"A hook on {names[layer]} returned {got}; it must return the per-plane logits "
+                                 f"with their shape {tuple(reference.shape)} [batch, head, plane, query, key].")
+            if torch.equal(edited, reference):
+                return None
+            return edited.double().sum(dim=2), reference.sum(dim=2)
+
+        added: list[str] = []
+        try:
+            for layer in chosen:
+                points[layer].name = names[layer]
+                self.backend.add_hook_point(names[layer], points[layer])
+                added.append(names[layer])
+            with self.backend.live_edits(list(chosen), on_layer), \
+                    self._activated(f"plane hooks on layers {reprs.layer_text(chosen)}"):
+                yield dict(names)
+        finally:
+            for name in added:
+                self.backend.remove_hook_point(name)
+
+
+PLANE_HOOK = "hook_plane_logits"
+
+
+def _gating_hook(site: Any, head_mask: Float[Tensor, "head d_head"]) -> Any:
+    def hook(tensor: Tensor, hook: Any) -> Tensor:
+        canonical = site.to_canonical(tensor)
+        gated = canonical * head_mask.to(device=tensor.device, dtype=tensor.dtype)
+        return site.from_canonical(gated, tensor)
+
+    return hook
+
+
+def as_lens(model_or_lens: Any) -> RopeLens:
+    """A ``RopeLens`` for a model, or the lens itself.
+
+    A model seen before with unchanged weights (none replaced or written in place), dtype, device
+    and layer facts gets a lens built from its checked geometry, without a new probe or
+    self-check; anything else builds (and self-checks) a new one.
+    """
+    if isinstance(model_or_lens, RopeLens):
+        return model_or_lens
+    backend = backend_for(model_or_lens)
+    cached = _CHECKED.get(model_or_lens)
+    if cached is not None and cached[0] == backend.fingerprint():
+        return RopeLens._checked(backend, cached[1])
+    return RopeLens(model_or_lens)

@@ -1,0 +1,57 @@
+"""Prompt options: validation, JSON round trips, and prepared prompt sets."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import psheads
+from psheads.measure.prompts import PromptOptions, prepare_prompts
+
+
+@pytest.mark.parametrize("options", [
+    PromptOptions(),
+    PromptOptions(query=-2, swappable=slice(1, None, 2), exclude_bos=True, prepend_bos=False),
+    PromptOptions(query=[5, 6], swappable=[[1, 2, 3], [0, 4]]),
+    PromptOptions(swappable=(2, 3, 4)),
+])
+def test_options_round_trip_through_json(options) -> None:
+    import json
+
+    assert PromptOptions.from_dict(json.loads(json.dumps(options.to_dict()))) == options
+
+
+def test_options_normalise_and_validate() -> None:
+    import numpy as np
+
+    assert PromptOptions(query=np.int64(3)).query == 3
+    assert PromptOptions(query=[torch.tensor(1), 2]).query == (1, 2)
+    assert PromptOptions(swappable=[torch.tensor(1), 2]).swappable == (1, 2)
+    assert PromptOptions(swappable=[[1], (2, 3)]).swappable == ((1,), (2, 3))
+    with pytest.raises(TypeError, match="query must be an int"):
+        PromptOptions(query=1.5)
+    with pytest.raises(TypeError, match="swappable must be a slice"):
+        PromptOptions(swappable="1:3")
+    with pytest.raises(TypeError, match="exclude_bos must be True, False or None"):
+        PromptOptions(exclude_bos=1)
+
+
+def test_prompt_sets_batch_and_group(model_factory) -> None:
+    lens = psheads.RopeLens(model_factory("mistral"))  # window 5
+    prompts = prepare_prompts(lens.backend, torch.randint(0, 64, (5, 9)))
+    assert prompts.stacked is not None and len(prompts) == 5
+    batches = list(prompts.batches(2))
+    assert [indices for indices, _, _ in batches] == [[0, 1], [2, 3], [4]]
+    assert all(tokens.data_ptr() == prompts.stacked[indices[0]].data_ptr() for indices, tokens, _ in batches)
+    (group,) = prompts.key_groups([0, 1], window=5, minimum=1, need="one key", layer=0)
+    assert group.swappable == (4, 5, 6, 7) and group.others == (8,)
+    (unwindowed,) = prompts.key_groups([0, 1], window=None, minimum=1, need="one key", layer=1)
+    assert unwindowed.swappable == tuple(range(8))
+    ragged = prepare_prompts(lens.backend, [[1, 2, 3, 4], [5, 6, 7, 8, 9, 10]])
+    assert ragged.stacked is None
+    ((_, tokens, query),) = ragged.batches(2)
+    assert tokens.tolist() == [[1, 2, 3, 4, 0, 0], [5, 6, 7, 8, 9, 10]] and query.tolist() == [3, 5]
+    groups = ragged.key_groups([0, 1], window=None, minimum=2, need="two keys", layer=0)
+    assert [g.prompts for g in groups] == [[0], [1]]
+    with pytest.raises(ValueError, match="Prompt 0 has 3 swappable keys at layer 0 .* fewer than five"):
+        ragged.key_groups([0, 1], window=None, minimum=5, need="five", layer=0)

@@ -1,0 +1,371 @@
+"""Training: model builder, exact frequency gating, checkpoints, resume and dynamics (tiny runs)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import safetensors.torch
+import torch
+import transformers
+
+import psheads
+from psheads.models import training, zoo
+from psheads.results import schema
+from psheads.tasks import LetterTask, NumberTask
+
+# numerically sensitive: every test runs at 1 and 2 torch threads (see conftest.torch_threads)
+pytestmark = pytest.mark.usefixtures("torch_threads")
+
+TINY = dict(n_layer=2, n_embd=32, n_head=2, rotary_dim=16, n_positions=64)
+
+
+def tiny_config(**overrides) -> training.TrainConfig:
+    fields = dict(steps=6, batch_size=8, warmup_steps=2, checkpoint_every=3, eval_prompts=32,
+                  dynamics_prompts=8, model=TINY)
+    return training.TrainConfig(**{**fields, **overrides})
+
+
+def test_builder_follows_paper_b() -> None:
+    model = training.build_model(NumberTask(), training.TrainConfig())
+    cfg = model.config
+    assert (cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.rotary_dim) == (12, 1, 128, 128)
+    assert cfg.n_positions >= 8192 and cfg.vocab_size == 136 + 2
+    assert cfg.attn_pdrop == cfg.resid_pdrop == cfg.embd_pdrop == 0.1
+    assert sum(p.numel() for p in model.parameters()) > 2_000_000
+
+
+def test_config_validates_and_round_trips() -> None:
+    config = tiny_config(keep_planes=[1, 2])
+    assert training.TrainConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    with pytest.raises(ValueError, match="warmup_steps"):
+        training.TrainConfig(steps=10, warmup_steps=10)
+    with pytest.raises(ValueError, match="batch_size"):
+        training.TrainConfig(batch_size=0)
+    with pytest.raises(ValueError, match=r"keep_planes \[99\] do not exist"):
+        training.build_model(NumberTask(), tiny_config(keep_planes=[1, 99]))
+
+
+def test_run_checkpoints_resume_and_dynamics(tmp_path) -> None:
+    task = NumberTask()
+    config = tiny_config()
+    full = training.train(task, config, tmp_path / "full", progress=False)
+    assert sorted(p.name for p in (tmp_path / "full").glob("checkpoint-*")) == ["checkpoint-000003",
+                                                                              "checkpoint-000006"]
+    assert set(full.evaluation["hops"]) == {"1", "2", "3", "4", "all"}
+    assert list(full.dynamics["step"].unique()) == [3, 6]
+    assert {"positional", "symbolic", "label", "accuracy_all", "accuracy_4"} <= set(full.dynamics.columns)
+    assert full.dynamics["label"].dtype == schema.LABEL_DTYPE  # read back from dynamics.csv
+    # interrupt after the first checkpoint (and leave a half-written one behind), then resume
+    partial = training.train(task, training.TrainConfig(**{**config.to_dict(), "steps": 6}), tmp_path / "cut",
+                             progress=False)
+    (partial.output_dir / "checkpoint-000006").rename(partial.output_dir / "checkpoint-000006.partial")
+    resumed = training.train(task, config, tmp_path / "cut", progress=False, device="cpu")  # a run setting
+    a = transformers.GPTJForCausalLM.from_pretrained(full.final_checkpoint)
+    b = transformers.GPTJForCausalLM.from_pretrained(resumed.final_checkpoint)
+    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
+        torch.testing.assert_close(x, y, atol=0, rtol=0, msg=name)
+    assert (tmp_path / "cut" / "checkpoint-000003").exists()  # finished checkpoints are kept
+    assert resumed.evaluation["step"].tolist() == full.evaluation["step"].tolist()
+    with pytest.raises(ValueError, match="another task or configuration"):
+        training.train(task, tiny_config(lr=3e-4), tmp_path / "full", progress=False)
+    with pytest.raises(ValueError, match="already holds checkpoints"):
+        training.train(task, config, tmp_path / "full", resume=False, progress=False)
+
+
+def test_train_refuses_a_device_this_machine_lacks(tmp_path) -> None:
+    run = tmp_path / "run"
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"CUDA is not available on this machine .* device='cpu'"):
+            training.train(NumberTask(), tiny_config(), run, progress=False, device="cuda")
+    with pytest.raises(ValueError, match="'gpu' is not a torch device"):
+        training.train(NumberTask(), tiny_config(), run, progress=False, device="gpu")
+    with pytest.raises(TypeError, match="device must be a string"):
+        training.train(NumberTask(), tiny_config(), run, progress=False, device=0.5)
+    assert not run.exists()
+    assert training.training_device(torch.device("cpu")) == torch.device("cpu")
+
+
+def test_checkpoints_boot_offline_with_their_tokenizer(tmp_path) -> None:
+    task = LetterTask()
+    result = training.train(task, tiny_config(steps=3, dynamics_prompts=0), tmp_path, progress=False)
+    model = zoo.boot_local(result.final_checkpoint)
+    batch = task.generate(4, seed=11)
+    tokens = model.to_tokens(batch.text, prepend_bos=False)
+    assert torch.equal(tokens, batch.tokens)
+    info = json.loads((result.final_checkpoint / "training_config.json").read_text())
+    assert info["task"] == "letter" and info["step"] == 3
+
+
+def test_gating_holds_planes_at_exactly_zero(tmp_path) -> None:
+    keep = (1, 2)  # d_head 16, rotary 16: planes 1…8, of which 3…8 are gated
+    result = training.train(NumberTask(), tiny_config(keep_planes=keep, dynamics_prompts=0), tmp_path,
+                            progress=False)
+    model = zoo.boot_local(result.final_checkpoint)
+    lens = psheads.RopeLens(model)
+    planes = lens.frequency_logits(NumberTask().generate(3, seed=1).tokens, 1)
+    assert torch.count_nonzero(planes[:, :, 2:]) == 0  # frequency IDs 3…8 (and plane 0)
+    assert torch.count_nonzero(planes[:, :, :2]) > 0
+    hf = transformers.GPTJForCausalLM.from_pretrained(result.final_checkpoint)
+    mask = training.query_keep_mask(hf, keep)
+    assert torch.count_nonzero(hf.transformer.h[0].attn.q_proj.weight[mask == 0]) == 0
+
+
+# --- regression tests: checkpoints complete or absent, no pickles, same run, damage, cleanup ----
+def _copy_run(source, destination):
+    shutil.copytree(source, destination)
+    return destination
+
+
+def _same_weights(a, b) -> None:
+    x = safetensors.torch.load_file(a / "model.safetensors")
+    y = safetensors.torch.load_file(b / "model.safetensors")
+    assert x.keys() == y.keys()
+    for name in x:
+        assert torch.equal(x[name], y[name]), name
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory, torch_threads):
+    """An uninterrupted tiny run (checkpoints at steps 3 and 6), shared by the tests that damage copies."""
+    return training.train(NumberTask(), tiny_config(dynamics_prompts=4), tmp_path_factory.mktemp("ref") / "run",
+                          progress=False)
+
+
+def test_a_checkpoint_holds_its_records_so_an_interruption_loses_none(tmp_path, monkeypatch, reference_run) -> None:
+    """An interruption during a checkpoint's evaluation used to leave the checkpoint in place
+    without its rows: the resumed run then never wrote them."""
+    real = training.evaluate
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # checkpoint 6's evaluation
+            raise KeyboardInterrupt("killed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(training, "evaluate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        training.train(NumberTask(), tiny_config(dynamics_prompts=4), tmp_path, progress=False)
+    monkeypatch.setattr(training, "evaluate", real)
+    assert [p.name for p in training.list_checkpoints(tmp_path)] == ["checkpoint-000003"]
+    assert not list(tmp_path.glob("*.partial"))  # an interrupted checkpoint is removed, never half-kept
+    resumed = training.train(NumberTask(), tiny_config(dynamics_prompts=4), tmp_path, progress=False)
+    pd.testing.assert_frame_equal(resumed.evaluation, reference_run.evaluation)
+    pd.testing.assert_frame_equal(resumed.dynamics, reference_run.dynamics)
+    for name in ("evaluation.csv", "dynamics.csv"):
+        assert (tmp_path / name).read_bytes() == (reference_run.output_dir / name).read_bytes()
+        # each checkpoint holds the run's records up to and including its own step
+        assert set(pd.read_csv(tmp_path / "checkpoint-000003" / name)["step"]) == {3}
+        assert set(pd.read_csv(tmp_path / "checkpoint-000006" / name)["step"]) == {3, 6}
+    _same_weights(resumed.final_checkpoint, reference_run.final_checkpoint)
+
+
+class _Payload:
+    """Unpickling this creates ``marker`` (as a malicious pickle would run a command)."""
+
+    def __init__(self, marker) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
+def test_resume_never_unpickles(tmp_path, reference_run) -> None:
+    marker = tmp_path / "code-ran"
+    # the old layout: trainer_state.pt, a pickle, and no manifest
+    old = _copy_run(reference_run.output_dir, tmp_path / "old")
+    for checkpoint in training.list_checkpoints(old):
+        for name in ("manifest.json", "trainer_state.safetensors", "trainer_state.json"):
+            (checkpoint / name).unlink(missing_ok=True)
+        torch.save({"optimizer": _Payload(marker), "scheduler": {}, "rng": None, "step": 6},
+                   checkpoint / "trainer_state.pt")
+    with pytest.raises(ValueError, match=r"old format.*trainer_state\.pt.*never unpickles"):
+        training.train(NumberTask(), tiny_config(dynamics_prompts=4), old, progress=False)
+    assert not marker.exists()
+    with pytest.raises(ValueError, match="old format"):
+        training.latest_checkpoint(old)
+    # a forged checkpoint whose manifest matches: pickled weights and trainer state are never opened
+    forged = _copy_run(reference_run.output_dir, tmp_path / "forged")
+    for checkpoint in training.list_checkpoints(forged):
+        (checkpoint / "model.safetensors").unlink()
+        torch.save({"weights": _Payload(marker)}, checkpoint / "pytorch_model.bin")
+        torch.save({"optimizer": _Payload(marker)}, checkpoint / "trainer_state.pt")
+        (checkpoint / "manifest.json").unlink()
+        training._write_manifest(checkpoint, training.checkpoint_step(checkpoint))
+    with pytest.raises(training.CheckpointError, match="No usable checkpoint"):
+        training.train(NumberTask(), tiny_config(dynamics_prompts=4), forged, progress=False)
+    assert not marker.exists()
+
+
+def test_resume_refuses_another_task_or_config_naming_each_field(tmp_path) -> None:
+    config = tiny_config(steps=3, dynamics_prompts=0)
+    training.train(NumberTask(), config, tmp_path, progress=False)
+    with pytest.raises(ValueError, match=r"task_options\.extra_target: 0 in the checkpoint, 5 now"):
+        training.train(NumberTask(extra_target=5), config, tmp_path, progress=False)
+    with pytest.raises(ValueError, match=r"task: 'number' in the checkpoint, 'letter' now"):
+        training.train(LetterTask(), config, tmp_path, progress=False)
+    other = tiny_config(steps=3, dynamics_prompts=0, lr=3e-4, seed=1, model={**TINY, "n_layer": 3})
+    with pytest.raises(ValueError, match="another task or configuration") as info:
+        training.train(NumberTask(), other, tmp_path, progress=False)
+    message = str(info.value)
+    for part in ("lr: 0.0001 in the checkpoint, 0.0003 now", "seed: 0 in the checkpoint, 1 now",
+                 "model.n_layer: 2 in the checkpoint, 3 now"):
+        assert part in message
+    assert "batch_size" not in message  # only what differs
+
+
+def _flip_byte(path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) - 7] ^= 0x01  # in the tensor data, past the header
+    path.write_bytes(bytes(data))
+
+
+def _truncate(path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+DAMAGE = {
+    "flipped weight byte": ("model.safetensors", _flip_byte),
+    "truncated weights": ("model.safetensors", _truncate),
+    "truncated optimizer state": ("trainer_state.safetensors", _truncate),
+    "missing tokenizer": ("tokenizer.json", lambda path: path.unlink()),
+    "extra file": ("pytorch_model.bin", lambda path: path.write_bytes(b"junk")),
+    "damaged records": ("evaluation.csv", lambda path: path.write_text("step,hops\n6,x\n")),
+    "garbage manifest": ("manifest.json", lambda path: path.write_text("{not json")),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_checkpoint_falls_back_to_the_previous_one(tmp_path, caplog, reference_run, damage) -> None:
+    run = _copy_run(reference_run.output_dir, tmp_path / "run")
+    name, hurt = DAMAGE[damage]
+    hurt(run / "checkpoint-000006" / name)
+    (run / "evaluation.csv").write_text("step,hops,accuracy,n\n99,all,1.0,1\n")  # stale rows are dropped
+    with caplog.at_level("WARNING", logger="psheads.training"):
+        resumed = training.train(NumberTask(), tiny_config(dynamics_prompts=4), run, progress=False)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(str(run / "checkpoint-000006" / name) in w for w in warnings), warnings
+    # checkpoint 6 was redone from checkpoint 3: the run is exactly the uninterrupted one again
+    training.verify_checkpoint(run / "checkpoint-000006")
+    _same_weights(resumed.final_checkpoint, reference_run.final_checkpoint)
+    assert (run / "checkpoint-000006" / "trainer_state.safetensors").read_bytes() == \
+        (reference_run.final_checkpoint / "trainer_state.safetensors").read_bytes()
+    pd.testing.assert_frame_equal(resumed.evaluation, reference_run.evaluation)
+    pd.testing.assert_frame_equal(resumed.dynamics, reference_run.dynamics)
+    assert (run / "evaluation.csv").read_bytes() == (reference_run.output_dir / "evaluation.csv").read_bytes()
+
+
+def test_no_good_checkpoint_raises_with_the_paths(tmp_path, reference_run) -> None:
+    run = _copy_run(reference_run.output_dir, tmp_path / "run")
+    for step in (3, 6):
+        _flip_byte(run / f"checkpoint-00000{step}" / "model.safetensors")
+    with pytest.raises(training.CheckpointError, match="No usable checkpoint") as info:
+        training.train(NumberTask(), tiny_config(dynamics_prompts=4), run, progress=False)
+    for step in (3, 6):
+        assert str(run / f"checkpoint-00000{step}" / "model.safetensors") in str(info.value)
+
+
+def test_a_failed_train_removes_the_directory_it_created(tmp_path, monkeypatch) -> None:
+    target = tmp_path / "new" / "run"
+    with pytest.raises(ValueError, match="keep_planes"):  # a bad config
+        training.train(NumberTask(), tiny_config(keep_planes=[99]), target, progress=False)
+    assert not (tmp_path / "new").exists()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("broken step")
+
+    monkeypatch.setattr(training, "training_batch", broken)  # an error in the first step
+    with pytest.raises(RuntimeError, match="broken step"):
+        training.train(NumberTask(), tiny_config(), target, progress=False)
+    assert not (tmp_path / "new").exists()
+    monkeypatch.undo()
+    monkeypatch.setattr(training, "evaluate", broken)  # an error while writing the first checkpoint
+    with pytest.raises(RuntimeError, match="broken step"):
+        training.train(NumberTask(), tiny_config(dynamics_prompts=0), target, progress=False)
+    assert not (tmp_path / "new").exists()
+    mine = tmp_path / "mine"  # a directory the call did not create is kept
+    mine.mkdir()
+    with pytest.raises(RuntimeError, match="broken step"):
+        training.train(NumberTask(), tiny_config(dynamics_prompts=0), mine, progress=False)
+    assert mine.is_dir()
+
+
+def test_checkpoints_sort_by_step_number(tmp_path) -> None:
+    run = training.train(NumberTask(), tiny_config(steps=3, dynamics_prompts=0), tmp_path, progress=False)
+    for name in ("checkpoint-999999", "checkpoint-1000000"):
+        shutil.copytree(run.final_checkpoint, tmp_path / name)
+    (tmp_path / "checkpoint-1000001.partial").mkdir()
+    assert training.latest_checkpoint(tmp_path).name == "checkpoint-1000000"
+    assert [p.name for p in training.list_checkpoints(tmp_path)] == [
+        "checkpoint-000003", "checkpoint-999999", "checkpoint-1000000"]
+
+
+BAD_CONFIGS = [
+    (dict(steps=True), TypeError, "steps"),
+    (dict(batch_size=8.0), TypeError, "batch_size"),
+    (dict(checkpoint_every=0), ValueError, "checkpoint_every"),
+    (dict(eval_prompts=np.bool_(True)), TypeError, "eval_prompts"),
+    (dict(warmup_steps=False), TypeError, "warmup_steps"),
+    (dict(dynamics_prompts=-1), ValueError, "dynamics_prompts"),
+    (dict(dynamics_prompts=1.5), TypeError, "dynamics_prompts"),
+    (dict(lr=float("nan")), ValueError, "lr"),
+    (dict(lr=float("inf")), ValueError, "lr"),
+    (dict(lr=0.0), ValueError, "lr"),
+    (dict(lr=-1e-3), ValueError, "lr"),
+    (dict(lr=True), TypeError, "lr"),
+    (dict(lr="1e-3"), TypeError, "lr"),
+    (dict(weight_decay=float("nan")), ValueError, "weight_decay"),
+    (dict(weight_decay=float("-inf")), ValueError, "weight_decay"),
+    (dict(weight_decay=-0.1), ValueError, "weight_decay"),
+    (dict(betas=(0.9,)), ValueError, "betas"),
+    (dict(betas=(0.9, 0.99, 0.999)), ValueError, "betas"),
+    (dict(betas=(0.9, 1.0)), ValueError, "betas"),
+    (dict(betas=(-0.1, 0.9)), ValueError, "betas"),
+    (dict(betas=(0.9, float("nan"))), ValueError, "betas"),
+    (dict(betas=(0.9, "x")), TypeError, "betas"),
+    (dict(betas=0.9), TypeError, "betas"),
+    (dict(betas="ab"), TypeError, "betas"),
+    (dict(model={"n_layers": 2, "hidden": 3, "n_head": 2}), ValueError, r"model.*\['hidden', 'n_layers'\]"),
+    (dict(model=[("n_layer", 2)]), TypeError, "model"),
+    (dict(model={"n_layer": object()}), TypeError, "model"),
+    (dict(keep_planes=[1.0, 2.0]), TypeError, "keep_planes"),
+    (dict(keep_planes=[1, 2, 1]), ValueError, "keep_planes"),
+    (dict(keep_planes=[-1]), ValueError, "keep_planes"),
+    (dict(keep_planes=3), TypeError, "keep_planes"),
+    (dict(seed=-1), ValueError, "seed"),
+    (dict(seed=2**64), ValueError, "seed"),
+    (dict(seed=1.0), TypeError, "seed"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "error", "match"), BAD_CONFIGS,
+                         ids=[f"{next(iter(o))}={next(iter(o.values()))!r}"[:40] for o, _, _ in BAD_CONFIGS])
+def test_config_refuses_bad_values_naming_the_field(overrides, error, match) -> None:
+    with pytest.raises(error, match=match):
+        training.TrainConfig(**{**dict(steps=10, warmup_steps=2), **overrides})
+
+
+def test_config_takes_numpy_and_torch_scalars_as_plain_numbers() -> None:
+    config = training.TrainConfig(steps=np.int64(10), batch_size=torch.tensor(8), warmup_steps=np.int32(2),
+                                  lr=np.float32(0.5), weight_decay=torch.tensor(0.25, dtype=torch.float64),
+                                  betas=[np.float64(0.5), torch.tensor(0.75)], seed=np.uint64(2**64 - 1),
+                                  dynamics_prompts=np.int16(0), keep_planes=np.array([1, 2]),
+                                  model={"n_layer": np.int64(2), "resid_pdrop": np.float64(0.0)})
+    assert config.to_dict() == json.loads(json.dumps(config.to_dict()))
+    assert (config.steps, config.batch_size, config.lr, config.betas, config.seed) == (10, 8, 0.5, (0.5, 0.75),
+                                                                                      2**64 - 1)
+    assert type(config.steps) is int and type(config.lr) is float and type(config.model["n_layer"]) is int
+    assert config.keep_planes == (1, 2) and training.TrainConfig.from_dict(config.to_dict()) == config
+
+
+def test_every_allowed_seed_trains() -> None:
+    """The largest seed still gives valid data and test-set seeds (derived seeds wrap)."""
+    config = tiny_config(seed=2**64 - 1)
+    tokens, answers = training.training_batch(NumberTask(), config, 5)
+    assert tokens.shape[0] == answers.shape[0] == config.batch_size
+    assert training.derived_seed(training.TEST_SEED_OFFSET + config.seed + 1) >= 0
+    assert training.derived_seed(7 * 1_000_003 + 5) == 7 * 1_000_003 + 5  # ordinary seeds are unchanged

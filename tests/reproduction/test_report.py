@@ -1,0 +1,137 @@
+"""The reproduction report (psheads.report): rules on hand-built tables, the whole report on the
+shipped models and stored tables, and what it says when tables are missing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import psheads
+from psheads.reproduction import report
+from psheads.reproduction.references import PUBLISHED
+
+# numerically sensitive: every test runs at 1 and 2 torch threads (see conftest.torch_threads)
+pytestmark = pytest.mark.usefixtures("torch_threads")
+
+SMALL = {"prompts": 32, "check_prompts": 32, "theory_prompts": 32, "check_lengths": (17, 65)}
+
+
+def _dynamics(labels: dict[int, list[str]], accuracy: dict[int, list[float]]) -> pd.DataFrame:
+    """A dynamics table: ``labels[step]`` per layer, ``accuracy[step]`` per hop count."""
+    rows = []
+    for step, layer_labels in labels.items():
+        for layer, label in enumerate(layer_labels):
+            row = {"step": step, "layer": layer, "head": 0, "label": label}
+            row.update({f"accuracy_{h + 1}": a for h, a in enumerate(accuracy[step])})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def test_rules_on_a_hand_built_table() -> None:
+    table = _dynamics(
+        {500: ["uniform", "positional", "mixed"], 1000: ["positional", "mixed", "symbolic"],
+         1500: ["positional", "positional", "symbolic"]},
+        {500: [0.5, 0.1], 1000: [0.95, 0.5], 1500: [1.0, 0.92]},
+    )
+    assert report.learned_at(table) == {"1": 1000, "2": 1500}
+    assert report.learned_at(table, threshold=0.99) == {"1": 1500, "2": None}
+    assert report.pure_layers(table, "positional") == [0, 1]
+    assert report.first_pure(table, "positional") == {0: 1000, 1: 1500}  # layer 1 lost the label at 1000
+    assert report.first_pure(table, "symbolic") == {2: 1000}
+    long = report.hop_accuracy(table)
+    assert set(long.columns) == {"step", "hops", "accuracy"} and len(long) == 6
+    curve = pd.DataFrame({"length": [17, 33, 65, 129], "hops": "all", "accuracy": [1.0, 0.95, 0.7, 0.92]})
+    assert report.longest_ready(curve) == 33  # stops at the first drop, even if it recovers later
+
+
+def test_config_validates(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="prompts"):
+        report.ReportConfig(prompts=0)
+    with pytest.raises(TypeError, match="ReportConfig"):
+        report.reproduce({"prompts": 3})
+    assert report.ReportConfig(data=str(tmp_path)).data_folder == tmp_path
+
+
+@pytest.fixture(scope="module")
+def built(torch_threads) -> report.Report:
+    return report.reproduce(**SMALL)
+
+
+def test_report_measures_every_claim(built: report.Report) -> None:
+    summary = built.summary()
+    assert set(summary["verdict"]) <= set(report.VERDICT_COLORS)
+    assert [s.key for s in built.sections] == ["learning", "frequency", "length", "theory", "canonical", "llm",
+                                               "seeds"]
+    quoted = [c.published.claim for s in built.sections for c in s.claims]
+    assert sorted(quoted) == sorted(p.claim for p in PUBLISHED.values())  # every published result, once
+    assert len(summary) == len(PUBLISHED)
+    assert (summary["verdict"] != "not measured").all()  # the repository holds every stored table
+
+
+def test_report_numbers_come_from_the_shipped_tables(built: report.Report) -> None:
+    """The learning claims quote the first step each hop count reaches 90%, straight from the shipped
+    dynamics table; the frequency table matches frequency_profile on the same prompts."""
+    dynamics = psheads.load_pretrained("number").dynamics.drop_duplicates("step").sort_values("step")
+    steps = [int(dynamics.loc[dynamics[f"accuracy_{h}"] >= 0.9, "step"].min()) for h in (1, 2, 3, 4)]
+    claim = next(c for s in built.sections for c in s.claims if c.published is PUBLISHED["number_hop_by_hop"])
+    assert " / ".join(map(str, steps)) in claim.measured
+    frequency = dict(next(s for s in built.sections if s.key == "frequency").tables)["Frequency ID per layer"]
+    assert len(frequency) == 24 and frequency["paper B table 1"].tolist() == (
+        PUBLISHED["frequency_id"].value["number"] + PUBLISHED["frequency_id"].value["letter"])
+    from psheads.tasks import checked_batch
+
+    shipped = psheads.load_pretrained("letter")
+    tokens = checked_batch(shipped.task, SMALL["prompts"], seed=0).tokens
+    ids = psheads.frequency_profile(shipped.model, tokens, weighting="softmax", scale=False).heads
+    mine = frequency[frequency["task"] == "letter"]["softmax ID (paper B's definition)"].to_numpy()
+    assert mine == pytest.approx(ids["mean_frequency_id"].to_numpy())
+
+
+def test_html_is_self_contained(built: report.Report, tmp_path: Path) -> None:
+    path = built.write(tmp_path / "report.html")
+    text = path.read_text()
+    assert not re.search(r"<script[^>]+src=", text) and not re.search(r"<link[^>]+href=", text)
+    figures = sum(len(s.figures) for s in built.sections)
+    assert figures >= 8 and text.count("Plotly.newPlot") == figures
+    assert psheads.__version__ in text and "torch" in text and "cpus" in text  # versions and machine
+    assert text.count('class="verdict"') >= 2 * len(PUBLISHED)  # summary + sections
+    with pytest.raises(ValueError, match="does not exist"):
+        built.write(tmp_path / "missing" / "report.html")
+
+
+def test_missing_tables_are_not_measured(tmp_path: Path) -> None:
+    empty = report.reproduce(data=tmp_path, **SMALL)
+    summary = empty.summary().set_index("claim")
+    for key in ("index_fast", "retrieval_slow", "induction_both", "llm_early_late", "llm_correlation", "margins"):
+        assert summary.loc[PUBLISHED[key].claim, "verdict"] == "not measured"
+    notes = " ".join(note for s in empty.sections for note in s.notes)
+    assert "gating_sweep.csv not found" in notes and "Fewer than two seeds" in notes
+
+
+def test_retrained_runs_replace_the_shipped_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--full: the report reads freshly trained runs (a tiny recipe here; the default is paper B's)."""
+    tiny = psheads.TrainConfig(steps=4, batch_size=8, warmup_steps=1, checkpoint_every=2, eval_prompts=16,
+                               dynamics_prompts=8, model={"n_layer": 2, "n_embd": 32, "n_head": 1, "rotary_dim": 32})
+    run = report.retrained(tmp_path, "number", False, recipe=tiny)
+    assert run.info["step"] == 4 and list(run.evaluation.columns) == ["hops", "accuracy", "n"]
+    assert sorted(run.dynamics["step"].unique()) == [2, 4] and run.length_generalization is None
+    monkeypatch.setattr(report, "retrained", lambda folder, task, progress: run)
+    runs = report.load_runs(report.ReportConfig(retrain=tmp_path, data=tmp_path))
+    assert [r.shipped for r in runs] == [run, run]
+
+
+def test_report_draws_in_chromium(built: report.Report, tmp_path: Path) -> None:
+    """The page in a real browser: no JavaScript error, every figure drawn, a screenshot that is not blank."""
+    from tests import browser
+
+    browser.require_chromium()
+    path = built.write(tmp_path / "reproduction_report.html")
+    result = browser.render(path, screenshot=tmp_path / "reproduction_report.png", size=(1200, 3000), budget_ms=20000)
+    assert result.errors == []
+    figures = sum(len(s.figures) for s in built.sections)
+    assert result.plots >= figures and result.traces >= figures
+    assert browser.pixel_spread(result.screenshot) > 5
+    browser.keep_artifact(result.screenshot)

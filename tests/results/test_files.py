@@ -1,0 +1,125 @@
+"""``save_frame`` / ``load_frame``: every format keeps values, dtypes and attrs."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import psheads
+from psheads.results.files import FORMATS, sidecar
+
+LABELS = ["positional", "symbolic", "uniform", "mixed", "non-finite"]
+
+
+def result_frame() -> pd.DataFrame:
+    """A score-like frame with every dtype the library's frames use, and nested provenance."""
+    frame = pd.DataFrame({
+        "layer": np.array([0, 0, 1], dtype=np.int64),
+        "head": [0, 1, 0],
+        "positional": [0.123456789012345678, np.nan, np.inf],
+        "hops": ["1", "NA", None],  # "NA" is a word, None is missing
+        "kept": [True, False, True],
+        "label": pd.Categorical(["mixed", "positional", None], categories=LABELS, ordered=True),
+        "plane": pd.Categorical([3, 1, 3]),
+        "n_prompts": pd.array([4, None, 2], dtype="Int64"),
+    })
+    frame.attrs = {
+        "config": {"method": "swap", "layers": (0, 1), "prompt_options": {"swappable": {"slice": [None, -1, None]}}},
+        "lengths": [17, (33, "x")],
+        "by_plane": {3: "fast", (1, 2): [np.int64(7)]},
+        "tau": np.float64(1e-4),
+        "versions": {"psheads": psheads.__version__},
+        "note": None,
+    }
+    return frame
+
+
+EXPECTED_ATTRS = {
+    "config": {"method": "swap", "layers": (0, 1), "prompt_options": {"swappable": {"slice": [None, -1, None]}}},
+    "lengths": [17, (33, "x")],
+    "by_plane": {3: "fast", (1, 2): [7]},
+    "tau": 1e-4,
+    "versions": {"psheads": psheads.__version__},
+    "note": None,
+}
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+def test_every_format_round_trips_values_dtypes_and_attrs(tmp_path, suffix) -> None:
+    frame = result_frame()
+    path = psheads.save_frame(frame, tmp_path / f"frame{suffix}")
+    loaded = psheads.load_frame(path)
+    pd.testing.assert_frame_equal(loaded, frame, check_exact=True)
+    assert loaded.attrs == EXPECTED_ATTRS
+    assert isinstance(loaded.attrs["config"]["layers"], tuple)
+    assert loaded["label"].cat.ordered and list(loaded["label"].cat.categories) == LABELS
+    assert loaded["hops"].tolist()[:2] == ["1", "NA"] and pd.isna(loaded["hops"].iloc[2])
+    assert frame.attrs["tau"].__class__ is np.float64  # the caller's frame is untouched
+
+
+def test_each_format_is_readable_without_psheads(tmp_path) -> None:
+    frame = result_frame()
+    psheads.save_frame(frame, tmp_path / "f.parquet")
+    assert pd.read_parquet(tmp_path / "f.parquet").attrs["config"]["layers"] == [0, 1]  # plain JSON: lists
+    psheads.save_frame(frame, tmp_path / "f.json")
+    document = json.loads((tmp_path / "f.json").read_text())
+    assert [column["name"] for column in document["columns"]] == list(frame.columns)
+    assert document["records"][1]["positional"] is None and document["records"][2]["hops"] is None
+    assert document["columns"][5] == {"name": "label", "dtype": "category", "ordered": True, "categories": LABELS}
+    psheads.save_frame(frame, tmp_path / "f.csv")
+    assert pd.read_csv(tmp_path / "f.csv")["layer"].tolist() == [0, 0, 1]
+    assert json.loads(sidecar(tmp_path / "f.csv").read_text())["attrs"]["config"]["layers"] == {"__tuple__": [0, 1]}
+
+
+def test_a_csv_without_its_sidecar_reads_as_pandas_does(tmp_path) -> None:
+    path = psheads.save_frame(result_frame(), tmp_path / "f.csv")
+    sidecar(path).unlink()
+    loaded = psheads.load_frame(path)
+    assert loaded.attrs == {} and loaded["label"].dtype != "category" and len(loaded) == 3
+
+
+def test_a_stale_sidecar_is_refused(tmp_path) -> None:
+    path = psheads.save_frame(result_frame(), tmp_path / "f.csv")
+    result_frame().drop(columns="kept").to_csv(path, index=False)
+    with pytest.raises(ValueError, match="delete the stale sidecar"):
+        psheads.load_frame(path)
+
+
+def test_an_unnamed_index_is_dropped_and_a_named_one_refused(tmp_path) -> None:
+    frame = result_frame().iloc[[2, 0]]
+    loaded = psheads.load_frame(psheads.save_frame(frame, tmp_path / "f.json"))
+    assert loaded.index.tolist() == [0, 1] and loaded["layer"].tolist() == [1, 0]
+    with pytest.raises(ValueError, match="reset_index"):
+        psheads.save_frame(frame.set_index("layer"), tmp_path / "g.json")
+
+
+@pytest.mark.parametrize("name", ["frame.txt", "frame.xlsx", "frame"])
+def test_bad_extensions_are_refused_before_anything_is_written(tmp_path, name) -> None:
+    with pytest.raises(ValueError, match=r"use one of \.csv, \.json, \.parquet"):
+        psheads.save_frame(result_frame(), tmp_path / name)
+    with pytest.raises(ValueError, match=r"use one of"):
+        psheads.load_frame(tmp_path / name)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_frames_and_files_are_refused(tmp_path, monkeypatch) -> None:
+    with pytest.raises(TypeError, match="pandas DataFrame"):
+        psheads.save_frame({"a": [1]}, tmp_path / "f.csv")
+    with pytest.raises(ValueError, match="distinct string column names"):
+        psheads.save_frame(pd.DataFrame([[1, 2]], columns=["a", "a"]), tmp_path / "f.csv")
+    unstorable = pd.DataFrame({"a": [1]})
+    unstorable.attrs["path"] = tmp_path
+    with pytest.raises(TypeError, match=r"attrs\[.path.\] holds a \w*Path"):
+        psheads.save_frame(unstorable, tmp_path / "f.json")
+    with pytest.raises(FileNotFoundError, match="No frame at"):
+        psheads.load_frame(tmp_path / "missing.json")
+    (tmp_path / "other.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not a frame that psheads.save_frame wrote"):
+        psheads.load_frame(tmp_path / "other.json")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # as if pyarrow were not installed
+    with pytest.raises(ImportError, match=r"parquet needs pyarrow.*\.csv or \.json"):
+        psheads.save_frame(pd.DataFrame({"a": [1]}), tmp_path / "f.parquet")
