@@ -444,7 +444,7 @@ def _demo_random(args: argparse.Namespace) -> int:
         print(f"{geo.layer:>5} {geo.n_heads:>5} {geo.d_head:>6} {geo.rotary_dim:>7} {geo.n_planes:>6} "
               f"{geo.pairing:>8} {float(geo.theta[0]):>9.3g} {float(geo.theta[-1]):>9.3g} {geo.scale:>7.4f}")
     generator = torch.Generator().manual_seed(args.seed)
-    tokens = torch.randint(0, int(model.cfg.d_vocab) - 2, (args.prompts, 17), generator=generator)
+    tokens = torch.randint(0, lens.backend.d_vocab - 2, (args.prompts, 17), generator=generator)
     profile = frequency_profile(lens, tokens, progress=_progress(args))
     print(f"\nFrequency usage on {args.prompts} random prompts of 17 tokens (query = last token)")
     print(f"{'layer':>5} {'head':>4} {'dominant':>8} {'mean_id':>7}")

@@ -27,7 +27,8 @@ from torch import Tensor
 
 from psheads.interface import validation
 from psheads.interface.progress import progress_bar
-from psheads.measure.evaluation import batch_accuracy, check_model, context_length, task_for_model, with_window
+from psheads.measure.evaluation import batch_accuracy, check_model, task_for_model, with_window
+from psheads.rope.backends import context_length
 from psheads.measure.scoring import versions
 from psheads.results import schema
 from psheads.rope.backends import preserved_state

@@ -47,10 +47,10 @@ from psheads.interface import validation
 from psheads.interface.progress import progress_bar
 from psheads.measure.engine import CHUNK_BYTES
 from psheads.measure.evaluation import with_window
-from psheads.measure.prompts import check_tokens, layer_indices
 from psheads.measure.scoring import versions
 from psheads.results import schema
 from psheads.rope import geometry
+from psheads.rope.inputs import check_tokens, layer_indices
 from psheads.rope.layer import LayerCapture, LayerGeometry, rotated_keys, rotated_query
 from psheads.rope.lens import as_lens
 from psheads.tasks import Task, checked_batch, get_task

@@ -11,7 +11,6 @@ module's training flag is restored afterwards.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -23,6 +22,7 @@ from torch import Tensor
 from psheads.interface import validation
 from psheads.interface.progress import progress_bar
 from psheads.results import schema
+from psheads.rope import backends
 from psheads.rope.backends import preserved_state
 from psheads.tasks import Task, TaskBatch, checked_batch, get_task
 
@@ -84,65 +84,10 @@ def task_for_model(task: Any, model: Any) -> Task:
     return task
 
 
-def _kind(model: Any) -> str:
-    if hasattr(model, "original_model") and hasattr(model, "blocks"):
-        return "bridge"
-    if hasattr(model, "blocks") and hasattr(model, "cfg") and hasattr(model, "run_with_hooks"):
-        return "hooked"
-    return "hf"
-
-
-def _vocab_size(model: Any) -> int | None:
-    for owner, name in ((getattr(model, "cfg", None), "d_vocab"), (getattr(model, "config", None), "vocab_size")):
-        value = getattr(owner, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
-
-
-def context_length(model: Any) -> int | None:
-    """The model's context in tokens (``cfg.n_ctx``, or the HF config's ``max_position_embeddings`` or
-    ``n_positions``); None when the model declares none."""
-    for owner, name in ((getattr(model, "cfg", None), "n_ctx"), (getattr(model, "config", None), "max_position_embeddings"),
-                        (getattr(model, "config", None), "n_positions")):
-        value = getattr(owner, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
-
-
-def _keeps_logits(model: Any, kind: str) -> bool:
-    """Whether the HF forward under ``model`` takes ``logits_to_keep``."""
-    hf = model.original_model if kind == "bridge" else model
-    try:
-        return "logits_to_keep" in inspect.signature(hf.forward).parameters
-    except (TypeError, ValueError):  # pragma: no cover - a forward without a signature
-        return False
-
-
-def _logits(out: Any) -> Tensor:
-    return out.logits if hasattr(out, "logits") else out  # HF output or TransformerLens tensor
-
-
 def last_logits(model: Any, tokens: Tensor) -> Tensor:
-    """``[batch, vocab]`` logits after the last token of each row, memory bounded by ``LOGITS_BYTES``.
-
-    Runs ``model(tokens)`` and reads the last position while the batch's full logits fit in
-    ``LOGITS_BYTES``; beyond that computes only the last position's logits (see ``LOGITS_BYTES``).
-    """
-    vocab = _vocab_size(model)
-    rows, positions = tokens.shape
-    if vocab is None or rows * positions * vocab * 4 <= LOGITS_BYTES:
-        return _logits(model(tokens))[:, -1]
-    kind = _kind(model)
-    if kind == "hooked":
-        last = f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
-        return model.run_with_hooks(tokens, fwd_hooks=[(last, lambda resid, hook: resid[:, -1:])])[:, -1]
-    if _keeps_logits(model, kind):
-        out = model(tokens, logits_to_keep=1) if kind == "bridge" else model(input_ids=tokens, logits_to_keep=1)
-        return _logits(out)[:, -1]
-    step = max(1, LOGITS_BYTES // (positions * vocab * 4))
-    return torch.cat([_logits(model(tokens[start:start + step]))[:, -1] for start in range(0, rows, step)])
+    """``[batch, vocab]`` logits after the last token of each row, memory bounded by ``LOGITS_BYTES``
+    (``psheads.rope.backends.last_logits``)."""
+    return backends.last_logits(model, tokens, LOGITS_BYTES)
 
 
 def _candidates(batch: TaskBatch, vocab: int | None, name: str) -> Tensor | None:
@@ -201,7 +146,7 @@ def batch_accuracy(model: Any, batch: TaskBatch, name: str, batch_size: int,
         ``hops, accuracy, n``: one row per hop count ("1", "2", …), then "all"; and the number of
         candidates per prompt (None for the whole vocabulary).
     """
-    candidates = _candidates(batch, _vocab_size(model), name)
+    candidates = _candidates(batch, backends.vocab_size(model), name)
     hits = _hits(model, batch, candidates, batch_size, bar)
     frame = pd.DataFrame({"hops": [str(h) for h in batch.hops.tolist()], "correct": hits.tolist()})
     out = frame.groupby("hops")["correct"].agg(accuracy="mean", n="size").reset_index()
@@ -261,7 +206,7 @@ def evaluate(model: torch.nn.Module, task: Task | str, n: int = 256, seed: int =
     if not sizes:
         raise ValueError("windows must list at least one window (or be None for the task as given).")
     tasks = [task if size is None else with_window(task, size) for size in sizes]
-    context = context_length(model)
+    context = backends.context_length(model)
     frames = []
     with progress_bar(total=len(tasks) * -(-n // batch_size), desc="evaluate", progress=progress) as bar, \
             torch.no_grad(), preserved_state(model):

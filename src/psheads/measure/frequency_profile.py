@@ -14,8 +14,9 @@ from torch import Tensor
 from psheads.interface import reprs, validation
 from psheads.measure import engine
 from psheads.measure.engine import KeyLogits
-from psheads.measure.prompts import PromptConfig, PromptOptions, layer_indices, prepare_prompts
+from psheads.measure.prompts import PromptConfig, PromptOptions, prepare_prompts
 from psheads.results import schema
+from psheads.rope.inputs import layer_indices
 from psheads.rope.lens import as_lens
 
 logger = logging.getLogger(__name__)

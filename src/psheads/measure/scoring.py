@@ -34,8 +34,9 @@ from psheads.measure.methods import (
     make_blocks,
     swap_attention_detail,
 )
-from psheads.measure.prompts import layer_indices, prepare_prompts
+from psheads.measure.prompts import prepare_prompts
 from psheads.results import schema
+from psheads.rope.inputs import layer_indices
 from psheads.rope.lens import as_lens
 
 logger = logging.getLogger(__name__)

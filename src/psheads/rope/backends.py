@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import logging
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -248,6 +249,11 @@ class Backend:
         return f"blocks.{layer}.attn.hook_pattern"
 
     # --- scoped hook points and live logit edits -------------------------------------------
+    @staticmethod
+    def attention_hook_name(layer: int, point: str) -> str:
+        """The TransformerLens name of hook point ``point`` in layer ``layer``'s attention block."""
+        return f"blocks.{layer}.attn.{point}"
+
     def add_hook_point(self, name: str, hook_point: Any) -> None:
         """Make ``name`` resolvable by the model's ``hooks`` / ``run_with_hooks`` / ``run_with_cache``."""
         raise NotImplementedError
@@ -705,6 +711,71 @@ def as_bridge(model: transformers.PreTrainedModel, tokenizer: Any = None) -> Any
                          "pass it: psheads.rope.backends.as_bridge(model, tokenizer=tokenizer).") from None
     _BRIDGES[model] = (state, tokenizer, bridge)
     return bridge
+
+
+def model_kind(model: Any) -> str:
+    """``"bridge"`` (a TransformerBridge), ``"hooked"`` (a HookedTransformer) or ``"hf"`` (any other module)."""
+    if hasattr(model, "original_model") and hasattr(model, "blocks"):
+        return "bridge"
+    if hasattr(model, "blocks") and hasattr(model, "cfg") and hasattr(model, "run_with_hooks"):
+        return "hooked"
+    return "hf"
+
+
+def vocab_size(model: Any) -> int | None:
+    """The model's vocabulary size (``cfg.d_vocab`` or the HF config's ``vocab_size``); None when it declares none."""
+    for owner, name in ((getattr(model, "cfg", None), "d_vocab"), (getattr(model, "config", None), "vocab_size")):
+        value = getattr(owner, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def context_length(model: Any) -> int | None:
+    """The model's context in tokens (``cfg.n_ctx``, or the HF config's ``max_position_embeddings`` or
+    ``n_positions``); None when the model declares none."""
+    for owner, name in ((getattr(model, "cfg", None), "n_ctx"), (getattr(model, "config", None), "max_position_embeddings"),
+                        (getattr(model, "config", None), "n_positions")):
+        value = getattr(owner, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _keeps_logits(model: Any, kind: str) -> bool:
+    """Whether the HF forward under ``model`` takes ``logits_to_keep``."""
+    hf = model.original_model if kind == "bridge" else model
+    try:
+        return "logits_to_keep" in inspect.signature(hf.forward).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a forward without a signature
+        return False
+
+
+def _logits(out: Any) -> Tensor:
+    return out.logits if hasattr(out, "logits") else out  # HF output or TransformerLens tensor
+
+
+def last_logits(model: Any, tokens: Tensor, max_bytes: int) -> Tensor:
+    """``[batch, vocab]`` logits after the last token of each row, with at most ``max_bytes`` of fp32 logits.
+
+    Runs ``model(tokens)`` and reads the last position while the batch's full logits fit in
+    ``max_bytes``; beyond that computes only the last position's logits: by ``logits_to_keep=1``
+    where the Hugging Face forward takes it, on a ``HookedTransformer`` by cutting the residual
+    stream to the last position before the unembedding, and otherwise by running fewer rows at once.
+    """
+    vocab = vocab_size(model)
+    rows, positions = tokens.shape
+    if vocab is None or rows * positions * vocab * 4 <= max_bytes:
+        return _logits(model(tokens))[:, -1]
+    kind = model_kind(model)
+    if kind == "hooked":
+        last = f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"
+        return model.run_with_hooks(tokens, fwd_hooks=[(last, lambda resid, hook: resid[:, -1:])])[:, -1]
+    if _keeps_logits(model, kind):
+        out = model(tokens, logits_to_keep=1) if kind == "bridge" else model(input_ids=tokens, logits_to_keep=1)
+        return _logits(out)[:, -1]
+    step = max(1, max_bytes // (positions * vocab * 4))
+    return torch.cat([_logits(model(tokens[start:start + step]))[:, -1] for start in range(0, rows, step)])
 
 
 def backend_for(model: Any) -> Backend:

@@ -23,9 +23,9 @@ from jaxtyping import Float
 from torch import Tensor
 
 from psheads.interface import reprs, validation
-from psheads.measure.prompts import check_tokens, layer_index, layer_indices, query_position
 from psheads.rope import geometry
 from psheads.rope.backends import Backend, backend_for
+from psheads.rope.inputs import check_tokens, layer_index, layer_indices, query_position
 from psheads.rope.layer import LayerCapture, LayerGeometry, all_query_planes, pattern_error, query_planes
 
 logger = logging.getLogger(__name__)
@@ -312,7 +312,7 @@ class RopeLens:
 
         chosen = layer_indices(layers, self.n_layers)
         points = {layer: HookPoint() for layer in chosen}
-        names = {layer: f"blocks.{layer}.attn.{PLANE_HOOK}" for layer in chosen}
+        names = {layer: self.backend.attention_hook_name(layer, PLANE_HOOK) for layer in chosen}
 
         def on_layer(layer: int, capture: LayerCapture) -> tuple[Tensor, Tensor] | None:
             point = points[layer]

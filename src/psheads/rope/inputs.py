@@ -1,0 +1,80 @@
+"""What a caller asks of a model, checked against it: layer indices, a query position, token ids.
+
+Every front-end (``RopeLens``, ``score_heads``, ``frequency_profile``, ``discrepancy``, …)
+checks its inputs here, so the same rule and message hold everywhere.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from psheads.interface import validation
+from psheads.rope.backends import Backend
+
+
+def layer_index(layer: Any, n_layers: int) -> int:
+    """A layer index in ``0 … n_layers − 1`` (negative counts from the end)."""
+    layer = validation.integer(layer, "layer")
+    if not -n_layers <= layer < n_layers:
+        raise ValueError(f"layer {layer} is out of range for a model with {n_layers} layers.")
+    return layer % n_layers
+
+
+def layer_indices(layers: Any, n_layers: int) -> list[int]:
+    """Sorted distinct layer indices from a list of layers (None: every layer)."""
+    if layers is None:
+        return list(range(n_layers))
+    chosen = sorted({layer_index(layer, n_layers) for layer in validation.integers(layers, "layers")})
+    if not chosen:
+        raise ValueError("No layers requested: layers is empty; pass at least one layer (or None for all).")
+    return chosen
+
+
+def query_position(query: Any, n_pos: int) -> int:
+    """A query position in ``0 … n_pos − 1`` (negative counts from the end)."""
+    query = validation.integer(query, "query")
+    if not -n_pos <= query < n_pos:
+        raise ValueError(f"query {query} is out of range for sequences of {n_pos} tokens (use 0…{n_pos - 1} or negative).")
+    return query % n_pos
+
+
+def check_tokens(backend: Backend, tokens: Any) -> Int[Tensor, "batch pos"]:
+    """A validated LongTensor ``[batch, pos]`` (a 1-D tensor or one list is one sequence)."""
+    if isinstance(tokens, (list, tuple)):
+        if len(tokens) == 0:
+            raise ValueError("tokens is empty: pass at least one token sequence.")
+        validation.no_bools(tokens, "tokens")
+        try:
+            tokens = torch.tensor(tokens)
+        except (ValueError, TypeError) as err:
+            raise ValueError(
+                "tokens must be a LongTensor [batch, pos] or a list of equal-length token-id lists."
+            ) from err
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(
+            f"tokens must be a LongTensor [batch, pos] (e.g. from model.to_tokens), got {type(tokens).__name__}."
+        )
+    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}.")
+    if tokens.ndim == 1:
+        tokens = tokens.unsqueeze(0)
+    if tokens.ndim != 2:
+        raise ValueError(f"tokens must be [batch, pos], got shape {tuple(tokens.shape)}.")
+    if tokens.numel() == 0:
+        raise ValueError("tokens is empty: pass at least one token.")
+    limit = backend.max_positions
+    if limit is not None and tokens.shape[1] > limit:
+        raise ValueError(f"Sequence length {tokens.shape[1]} exceeds the model's context of {limit} tokens.")
+    if tokens.shape[1] > backend.n_ctx:
+        warnings.warn(f"Sequence length {tokens.shape[1]} exceeds the model's context of {backend.n_ctx} tokens: "
+                      "its rotation tables extrapolate there, and the model was not trained at those positions.",
+                      stacklevel=3)
+    low, high = int(tokens.min()), int(tokens.max())
+    if low < 0 or high >= backend.d_vocab:
+        raise ValueError(f"Token ids must lie in [0, {backend.d_vocab}); got {low}…{high}.")
+    return tokens.long()
