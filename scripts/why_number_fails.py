@@ -27,7 +27,6 @@ The model's accuracy on such prompts, per hop count, is ``scripts/length_general
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import time
@@ -85,8 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in ("number", "letter"):
         shipped = psheads.load_pretrained(name)
         lens = psheads.RopeLens(shipped.model)
-        base = dataclasses.replace(shipped.task, min_hops=1, max_hops=1)
-        base_length = base.n_target + base.n_pre + 1
+        base = psheads.tasks.with_hops(shipped.task, 1)
         for length in args.lengths:
             clock = time.time()
             batch_size = max(1, args.token_budget // length)
@@ -98,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{name:>6} {length:>5}: normalised margin by layer "
                       f"{margins[-1]['mean_normalised'].round(3).tolist()}", flush=True)
                 continue
-            task = dataclasses.replace(base, extra_target=length - base_length)
+            task = psheads.tasks.at_length(base, length)
             batch = psheads.tasks.checked_batch(task, args.n, seed=args.seed)
             frame = attention_rows(lens, batch.tokens, batch.answer_positions, task.extra_target, batch_size)
             summary = frame.groupby("layer").agg(

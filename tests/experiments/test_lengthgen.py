@@ -10,14 +10,12 @@ import torch
 
 from psheads.experiments.lengthgen import (
     COLUMNS,
-    answer_vocabulary,
-    base_length,
     length_generalization,
     prompts_per_forward,
 )
 from psheads.measure import evaluation
 from psheads.models import zoo
-from psheads.tasks import LetterTask, NumberTask, TaskBatch, get_task
+from psheads.tasks import LetterTask, NumberTask, TaskBatch, answer_ids, at_length, get_task
 
 # numerically sensitive: every test runs at 1 and 2 torch threads (see conftest.torch_threads)
 pytestmark = pytest.mark.usefixtures("torch_threads")
@@ -70,8 +68,8 @@ SOLVERS = {"number": solve_number, "letter": solve_letter}
 @pytest.mark.parametrize("length", LENGTHS)
 def test_every_long_prompt_obeys_the_task_rules(name: str, length: int) -> None:
     task = get_task(name)
-    base = base_length(task)
-    long_task = evaluation.with_window(task, task.n_target + length - base)
+    base = task.min_length
+    long_task = at_length(task, length)
     for seed in (0, 1):
         batch = long_task.generate(4 * PER_HOP, seed=seed)
         assert batch.tokens.shape == (4 * PER_HOP, length)
@@ -111,14 +109,16 @@ def test_paper_examples_solve_by_the_rules() -> None:
     assert solve_letter(letter, [letter.vocabulary.index(w) for w in words]) == (0, 4)
 
 
-def test_answer_vocabulary_and_batching() -> None:
-    assert answer_vocabulary(NumberTask()).tolist() == list(range(120))
-    assert answer_vocabulary(LetterTask()).tolist() == list(range(64))
-    assert [LetterTask().vocabulary[i] for i in answer_vocabulary(LetterTask())][:3] == ["a1", "a2", "a3"]
-    with pytest.raises(ValueError, match="answers='vocabulary'"):
-        answer_vocabulary(get_task("llm-number"))
-    assert base_length(NumberTask()) == base_length(NumberTask(extra_target=5)) == 17
-    assert base_length(LetterTask(n_target=4, n_pre=6)) == 11
+def test_answer_vocabulary_lengths_and_batching() -> None:
+    assert answer_ids(NumberTask()).tolist() == list(range(120))
+    assert answer_ids(LetterTask()).tolist() == list(range(64))
+    assert [LetterTask().vocabulary[i] for i in answer_ids(LetterTask())][:3] == ["a1", "a2", "a3"]
+    with pytest.raises(TypeError, match="no `answer_ids` property.*answers='vocabulary'"):
+        answer_ids(get_task("index"), otherwise="pass answers='vocabulary'")
+    assert NumberTask().min_length == NumberTask(extra_target=5).min_length == 17
+    assert LetterTask(n_target=4, n_pre=6).min_length == 11
+    for task in (NumberTask(extra_target=5), LetterTask(n_target=4, n_pre=6)):
+        assert at_length(task, 40).generate(2).tokens.shape == (2, 40)
     assert [prompts_per_forward(length, 8192) for length in (17, 4113, 8192, 9000)] == [481, 1, 1, 1]
 
 
@@ -159,7 +159,7 @@ def test_accuracy_is_the_argmax_over_the_answer_vocabulary(model_factory) -> Non
     task = NumberTask()
     frames = {answers: length_generalization(model, task, [30], n=16, seed=5, answers=answers, progress=False)
               for answers in ("task", "vocabulary")}
-    batch = evaluation.with_window(task, task.n_target + 30 - 17).generate(16, seed=5)
+    batch = at_length(task, 30).generate(16, seed=5)
     with torch.no_grad():
         logits = model(batch.tokens)[:, -1]
     hits = {"task": logits[:, :120].argmax(-1) == batch.answers, "vocabulary": logits.argmax(-1) == batch.answers}
@@ -189,7 +189,7 @@ def test_same_numbers_on_every_model_kind(backend, model_factory, tmp_path) -> N
     # accuracies are counts of argmax hits: equal exactly when no prediction is within rounding of a tie
     task = LetterTask()
     for length in (17, 25):
-        batch = evaluation.with_window(task, task.n_target + length - 17).generate(8, seed=0)
+        batch = at_length(task, length).generate(8, seed=0)
         with torch.no_grad():
             logits = {name: evaluation.last_logits(m, batch.tokens) for name, m in (("reference", _gptj(model_factory)),
                                                                                     (backend, model))}
@@ -214,7 +214,7 @@ class FixedTask:
 
 def test_errors_name_the_possible_lengths_and_the_context(model_factory) -> None:
     model = _gptj(model_factory)
-    with pytest.raises(ValueError, match=r"shorter than its base prompt of 17 tokens.*possible lengths are 17…200"):
+    with pytest.raises(ValueError, match=r"a length of 16 is below its shortest prompt of 17 tokens"):
         length_generalization(model, "number", [16, 30], n=4)
     with pytest.raises(ValueError, match=r"\[201\] exceed the model's context of 200 tokens"):
         length_generalization(model, "letter", [201], n=4)
@@ -222,7 +222,7 @@ def test_errors_name_the_possible_lengths_and_the_context(model_factory) -> None
         length_generalization(model, "letter", [], n=4)
     with pytest.raises(ValueError, match="answers must be one of"):
         length_generalization(model, "letter", [17], n=4, answers="all")
-    with pytest.raises(TypeError, match="FixedTask has no such option"):
+    with pytest.raises(TypeError, match=r"\(FixedTask\) cannot make prompts of a given length: it has no `at_length`"):
         length_generalization(model, FixedTask(), [17], n=4)
     with pytest.raises(ValueError, match="token_budget"):
         length_generalization(model, "letter", [17], n=4, token_budget=0)

@@ -455,7 +455,7 @@ def test_evaluate_arguments(words, model_factory) -> None:
         evaluate(model, Wrong(candidates=torch.tensor([4, 64])), n=2)
     with pytest.raises(ValueError, match="LongTensor"):
         evaluate(model, Wrong(candidates=torch.tensor([4.0])), n=2)
-    with pytest.raises(TypeError, match="has neither"):
+    with pytest.raises(TypeError, match="has no `with_window` method.*pass windows=None"):
         evaluate(model, Wrong(), n=2, windows=[3])
     frame = evaluate(model, Wrong(candidates=torch.tensor([[4, 2], [3, 4]])), n=2)  # per-prompt candidates
     assert frame["chance"].eq(0.5).all() and frame["window"].isna().all()

@@ -22,17 +22,14 @@ from typing import Literal, get_args
 
 import pandas as pd
 import torch
-from jaxtyping import Int
-from torch import Tensor
 
 from psheads.interface import validation
 from psheads.interface.progress import progress_bar
-from psheads.measure.evaluation import batch_accuracy, check_model, task_for_model, with_window
-from psheads.rope.backends import context_length
+from psheads.measure.evaluation import batch_accuracy, check_model, task_for_model
 from psheads.measure.scoring import versions
 from psheads.results import schema
-from psheads.rope.backends import preserved_state
-from psheads.tasks import Task, checked_batch
+from psheads.rope.backends import context_length, preserved_state
+from psheads.tasks import Task, answer_ids, at_length, checked_batch
 
 logger = logging.getLogger(__name__)
 
@@ -44,36 +41,6 @@ Answers = Literal["task", "vocabulary"]
 
 DEFAULT_TOKEN_BUDGET = 8192
 """Tokens per forward pass by default: ``8192 // length`` prompts (at least one) run at once."""
-
-
-def answer_vocabulary(task: Task) -> Int[Tensor, " c"]:
-    """The token ids a multi-hop task's answer can take: ids ``0…task.n_answers − 1``.
-
-    ``NumberTask``: the ``n_symbols`` symbols; ``LetterTask``: the letter·integer pairs. Both
-    vocabularies list these first; any task with a positive ``n_answers`` works the same way.
-
-    Raises:
-        ValueError: any other task (pass ``answers="vocabulary"`` to ``length_generalization``).
-    """
-    n_answers = getattr(task, "n_answers", None)
-    if isinstance(n_answers, int) and n_answers > 0:
-        return torch.arange(n_answers)
-    raise ValueError(f"Task {getattr(task, 'name', type(task).__name__)!r}: no known answer vocabulary (only the number "
-                     "and letter tasks have one); pass answers='vocabulary' for the whole-vocabulary argmax.")
-
-
-def base_length(task: Task) -> int:
-    """Tokens of ``task``'s prompts without extra target tokens (``n_target + n_pre + 1`` for the multi-hop tasks).
-
-    Raises:
-        TypeError: the task has no ``n_target`` and ``extra_target`` options.
-    """
-    return int(checked_batch(with_window(task, task.n_target), 1, seed=0).tokens.shape[1])
-
-
-def _lengthened(task: Task, length: int, base: int) -> Task:
-    """``task`` with prompts of ``length`` tokens in all: ``extra_target = length − base``."""
-    return with_window(task, task.n_target + length - base)
 
 
 def prompts_per_forward(length: int, token_budget: int) -> int:
@@ -92,8 +59,8 @@ def length_generalization(model: torch.nn.Module, task: Task | str, lengths: Ite
     from ``seed``, hop counts in equal shares.
 
     The prediction is the argmax of the logits after the last token over the task's answer
-    vocabulary (``answers="task"``, the default: the target-window alphabet, see
-    ``answer_vocabulary``), or over the whole vocabulary (``answers="vocabulary"``, as
+    vocabulary (``answers="task"``, the default: the task's ``answer_ids``, the target-window
+    alphabet of the multi-hop tasks), or over the whole vocabulary (``answers="vocabulary"``, as
     ``psheads.evaluate`` does for these tasks). The restricted argmax measures whether the model
     retrieves the right target token, not whether it still emits a target token at all: at
     lengths far beyond training a model may drift to an integer or a letter·letter pair, which
@@ -114,11 +81,11 @@ def length_generalization(model: torch.nn.Module, task: Task | str, lengths: Ite
 
     Args:
         model: a ``TransformerBridge``, a ``HookedTransformer`` or a Hugging Face causal LM.
-        task: a multi-hop task (``NumberTask``, ``LetterTask`` or one with ``n_target`` and
-            ``extra_target`` options), or its registered name. Its own ``extra_target`` is ignored:
-            ``lengths`` are total lengths.
-        lengths: total prompt lengths in tokens, each at least the base prompt's
-            ``n_target + n_pre + 1`` and at most the model's context.
+        task: a task that can lengthen its prompts (an ``at_length(length)`` method:
+            ``NumberTask``, ``LetterTask`` or your own), or its registered name. Its own
+            ``extra_target`` is ignored: ``lengths`` are total lengths.
+        lengths: total prompt lengths in tokens, each at least the task's shortest prompt
+            (``n_target + n_pre + 1`` for the multi-hop tasks) and at most the model's context.
         n: prompts per length.
         seed: seed of every length's prompts.
         token_budget: tokens per forward pass (see Memory).
@@ -136,10 +103,10 @@ def length_generalization(model: torch.nn.Module, task: Task | str, lengths: Ite
         dependencies).
 
     Raises:
-        TypeError: ``model`` is not a torch module, or the task cannot be lengthened.
+        TypeError: ``model`` is not a torch module; the task cannot be lengthened; ``answers="task"``
+            for a task without ``answer_ids``.
         ValueError: a bad ``n``, ``seed``, ``token_budget`` or ``answers``; no lengths; a length
-            below the base prompt (the message gives the possible lengths) or beyond the model's
-            context; ``answers="task"`` for a task without a known answer vocabulary.
+            below the task's shortest prompt or beyond the model's context.
     """
     check_model(model)
     n, seed = validation.integer(n, "n", minimum=1), validation.seed(seed)
@@ -149,37 +116,32 @@ def length_generalization(model: torch.nn.Module, task: Task | str, lengths: Ite
     if answers not in get_args(Answers):
         raise ValueError(f"answers must be one of {get_args(Answers)}, got {answers!r}.")
     task = task_for_model(task, model)
-    fields = {f.name for f in dataclasses.fields(task)} if dataclasses.is_dataclass(task) else set()
-    if not {"n_target", "extra_target"} <= fields:
-        raise TypeError(f"length_generalization lengthens prompts with a task's `extra_target` (NumberTask, LetterTask); "
-                        f"{type(task).__name__} has no such option.")
     sizes = list(validation.integers(lengths, "lengths", minimum=1, unique=True))
     if not sizes:
         raise ValueError("lengths must list at least one prompt length.")
-    base, context = base_length(task), context_length(model)
-    possible = f"{base}…{context}" if context is not None else f"{base} or more"
-    short = [length for length in sizes if length < base]
-    if short:
-        raise ValueError(f"Task {task.name!r}: lengths {short} are shorter than its base prompt of {base} tokens "
-                         f"(n_target + n_pre + 1); possible lengths are {possible} (extra_target = length − {base}).")
+    context = context_length(model)
     long = [length for length in sizes if context is not None and length > context]
     if long:
-        raise ValueError(f"lengths {long} exceed the model's context of {context} tokens (n_ctx / n_positions); "
-                         f"possible lengths are {possible}.")
-    candidates = answer_vocabulary(task) if answers == "task" else None
+        raise ValueError(f"lengths {long} exceed the model's context of {context} tokens (n_ctx / n_positions).")
+    try:
+        lengthened = [at_length(task, length, otherwise="pick a task that can lengthen its prompts (NumberTask, "
+                                "LetterTask)") for length in sizes]
+    except ValueError as err:
+        room = f"the model's context is {context} tokens" if context is not None else "the model declares no context"
+        raise ValueError(f"{err} Possible lengths run from there; {room}.") from None
+    candidates = answer_ids(task, otherwise="pass answers='vocabulary' for the whole-vocabulary argmax") \
+        if answers == "task" else None
     per_forward = [prompts_per_forward(length, token_budget) for length in sizes]
     frames, seconds, n_candidates = [], [], None
     with progress_bar(total=sum(-(-n // k) for k in per_forward), desc="length generalization",
                       progress=progress) as bar, \
             torch.no_grad(), preserved_state(model):
-        for length, batch_size in zip(sizes, per_forward):
+        for length, each, batch_size in zip(sizes, lengthened, per_forward):
             start = time.perf_counter()
-            each = _lengthened(task, length, base)
             batch = checked_batch(each, n, seed=seed)
             if batch.tokens.shape[1] != length:
-                raise ValueError(f"Task {task.name!r}: extra_target={each.extra_target} gave prompts of "
-                                 f"{batch.tokens.shape[1]} tokens, not {length}: its prompts do not grow by one token "
-                                 "per extra target token.")
+                raise ValueError(f"Task {task.name!r}: at_length({length}) gave prompts of {batch.tokens.shape[1]} "
+                                 f"tokens, not {length}.")
             if candidates is not None:
                 batch = dataclasses.replace(batch, candidates=candidates)
             rows, n_candidates = batch_accuracy(model, batch, task.name, batch_size, bar)
@@ -189,7 +151,8 @@ def length_generalization(model: torch.nn.Module, task: Task | str, lengths: Ite
             logger.info("length %d: accuracy %.4f on %d prompts in %.1f s", length,
                         float(rows["accuracy"].iloc[-1]), n, seconds[-1])
     frame = pd.concat(frames, ignore_index=True)[list(COLUMNS)]
-    options = {key: value for key, value in dataclasses.asdict(task).items() if key not in ("name", "extra_target")}
+    options = {key: value for key, value in (dataclasses.asdict(task) if dataclasses.is_dataclass(task) else {}).items()
+               if key not in ("name", "extra_target")}
     frame.attrs = {"task": task.name, "task_options": options, "lengths": sizes, "n": n, "seed": seed,
                    "token_budget": token_budget, "answers": answers, "n_candidates": n_candidates,
                    "prompts_per_forward": per_forward, "seconds": seconds, "context": context,

@@ -13,7 +13,7 @@ RoPE model and any task whose batches carry ``answer_positions``:
 - tasks with a ``length`` option (``IndexTask``, ``RetrievalTask``) are generated at each length;
 - the multi-hop tasks (``NumberTask``, ``LetterTask``) run as 1-hop prompts
   (``min_hops = max_hops = 1``), so the answer's key is the one a single hop attends, and reach
-  each length with ``extra_target`` (``psheads.measure.evaluation.with_window``).
+  each length with its ``at_length`` (for the multi-hop tasks, ``extra_target``).
 
 Two columns measure the margin:
 
@@ -33,7 +33,6 @@ without changing the model; key positions are processed in chunks of ``engine.CH
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -46,47 +45,31 @@ from torch import Tensor
 from psheads.interface import validation
 from psheads.interface.progress import progress_bar
 from psheads.measure.engine import CHUNK_BYTES
-from psheads.measure.evaluation import with_window
 from psheads.measure.scoring import versions
 from psheads.results import schema
 from psheads.rope import geometry
 from psheads.rope.inputs import check_tokens, layer_indices
 from psheads.rope.layer import LayerCapture, LayerGeometry, rotated_keys, rotated_query
 from psheads.rope.lens import as_lens
-from psheads.tasks import Task, checked_batch, get_task
+from psheads.tasks import Task, checked_batch, get_task, with_hops
+from psheads.tasks import at_length as tasks_at_length
 
 COLUMNS = tuple(schema.DISCREPANCY.names)
 """The columns of ``discrepancy``'s frame."""
 
-_MULTI_HOP = {"n_target", "n_pre", "extra_target", "min_hops", "max_hops"}
-
-
 def at_length(task: Task, length: int | None) -> Task:
     """``task`` as ``discrepancy`` runs it at ``length`` tokens (None: the task's own length).
 
-    A task with a ``length`` option gets it; a multi-hop task becomes 1-hop and reaches
-    ``length`` with ``extra_target``.
+    A multi-hop task (one with ``with_hops``) becomes 1-hop; a ``length`` reaches the task's
+    ``at_length``.
 
     Raises:
-        TypeError: ``length`` is given and the task has neither kind of option.
-        ValueError: ``length`` is below the multi-hop task's shortest prompt (``n_target + n_pre + 1``).
+        TypeError: ``length`` is given and the task has no ``at_length`` method.
+        ValueError: the task cannot make prompts of ``length`` tokens.
     """
-    names = {f.name for f in dataclasses.fields(task)} if dataclasses.is_dataclass(task) else set()
-    if _MULTI_HOP <= names:
-        task = dataclasses.replace(task, min_hops=1, max_hops=1)
-        if length is None:
-            return task
-        shortest = task.n_target + task.n_pre + 1
-        if length < shortest:
-            raise ValueError(f"lengths: {length} is below the task's shortest prompt of {shortest} tokens "
-                             f"(n_target + n_pre + 1).")
-        return with_window(task, length - task.n_pre - 1)
-    if length is None:
-        return task
-    if "length" in names:
-        return dataclasses.replace(task, length=length)
-    raise TypeError(f"lengths needs a dataclass task with a `length` option (IndexTask, RetrievalTask) or a multi-hop "
-                    f"task (NumberTask, LetterTask); {type(task).__name__} has neither. Pass lengths=None.")
+    if callable(getattr(task, "with_hops", None)):
+        task = with_hops(task, 1)
+    return task if length is None else tasks_at_length(task, length, otherwise="pass lengths=None")
 
 
 def head_margins(

@@ -10,7 +10,6 @@ module's training flag is restored afterwards.
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -24,7 +23,7 @@ from psheads.interface.progress import progress_bar
 from psheads.results import schema
 from psheads.rope import backends
 from psheads.rope.backends import preserved_state
-from psheads.tasks import Task, TaskBatch, checked_batch, get_task
+from psheads.tasks import Task, TaskBatch, checked_batch, get_task, window_of, with_window
 
 LOGITS_BYTES = 1 << 28
 """Bytes the fp32 logits of one batch may take. Within it the full logits are computed and the last
@@ -34,39 +33,6 @@ to the last position before the unembedding; a model that allows neither runs fe
 
 COLUMNS = ("task", "window", "length", "hops", "accuracy", "n", "chance")
 """The columns of ``evaluate``'s frame."""
-
-
-def _window_of(task: Any) -> int | None:
-    """The target-window length of a task: ``window``, or ``n_target + extra_target`` (multi-hop)."""
-    if isinstance(getattr(task, "window", None), int):
-        return int(task.window)
-    if isinstance(getattr(task, "n_target", None), int):
-        return int(task.n_target) + int(getattr(task, "extra_target", 0))
-    return None
-
-
-def with_window(task: Task, window: int) -> Task:
-    """``task`` with a target window of ``window`` items, its other options unchanged.
-
-    An LLM task gets ``window``; a multi-hop task (``NumberTask``, ``LetterTask``) keeps its
-    effective window ``n_target`` and gets ``extra_target = window − n_target`` (paper B's length
-    generalization), so ``window`` counts every target-window token.
-
-    Raises:
-        TypeError: the task has neither option.
-        ValueError: ``window`` is below 1, or below a multi-hop task's ``n_target``.
-    """
-    window = validation.integer(window, "window", minimum=1)
-    names = {f.name for f in dataclasses.fields(task)} if dataclasses.is_dataclass(task) else set()
-    if "window" in names:
-        return dataclasses.replace(task, window=window)
-    if {"n_target", "extra_target"} <= names:
-        if window < task.n_target:
-            raise ValueError(f"window must be at least the task's n_target={task.n_target} (the effective target "
-                             f"window; the rest is extra_target), got {window}.")
-        return dataclasses.replace(task, extra_target=window - task.n_target)
-    raise TypeError(f"windows needs a dataclass task with a `window` option (the LLM tasks) or `n_target` and "
-                    f"`extra_target` (NumberTask, LetterTask); {type(task).__name__} has neither. Pass windows=None.")
 
 
 def task_for_model(task: Any, model: Any) -> Task:
@@ -177,7 +143,7 @@ def evaluate(model: torch.nn.Module, task: Task | str, n: int = 256, seed: int =
         n: prompts per window.
         seed: seed of every window's prompts (``task.generate(n, seed)``).
         windows: target-window lengths, each evaluated with the task's other options unchanged
-            (see ``with_window``: an LLM task's ``window``; a multi-hop task's
+            (``psheads.tasks.base.with_window``: an LLM task's ``window``; a multi-hop task's
             ``n_target + extra_target``). None: the task as given.
         batch_size: prompts per forward pass (memory is bounded by one batch).
         progress: progress bar (default: in a notebook or on a terminal).
@@ -205,7 +171,7 @@ def evaluate(model: torch.nn.Module, task: Task | str, n: int = 256, seed: int =
     sizes = [None] if windows is None else list(validation.integers(windows, "windows", minimum=1, unique=True))
     if not sizes:
         raise ValueError("windows must list at least one window (or be None for the task as given).")
-    tasks = [task if size is None else with_window(task, size) for size in sizes]
+    tasks = [task if size is None else with_window(task, size, otherwise="pass windows=None") for size in sizes]
     context = backends.context_length(model)
     frames = []
     with progress_bar(total=len(tasks) * -(-n // batch_size), desc="evaluate", progress=progress) as bar, \
@@ -218,7 +184,7 @@ def evaluate(model: torch.nn.Module, task: Task | str, n: int = 256, seed: int =
                               "tokens.", stacklevel=2)
             rows, n_candidates = batch_accuracy(model, batch, each.name, batch_size, bar)
             rows.insert(0, "task", each.name)
-            rows.insert(1, "window", _window_of(each))
+            rows.insert(1, "window", window_of(each))
             rows.insert(2, "length", length)
             rows["chance"] = float("nan") if n_candidates is None else 1.0 / n_candidates
             frames.append(rows)

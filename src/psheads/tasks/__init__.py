@@ -4,17 +4,23 @@ registry for your own.
 
 A task has a ``name``, a ``vocabulary`` (word i is token id i) and ``generate(n, seed)``
 returning a ``TaskBatch``. ``register_task(name, factory)`` adds one; ``get_task(name)``
-builds it.
+builds it. A task may also change itself (``with_window``, ``at_length``, ``with_hops``) and
+declare its answer vocabulary (``answer_ids``): the functions of those names ask it.
 """
 
 from psheads.tasks.base import (
     Task,
     TaskBatch,
+    answer_ids,
+    at_length,
     available_tasks,
     checked_batch,
     get_task,
     register_task,
     task_tokenizer,
+    window_of,
+    with_hops,
+    with_window,
     word_tokenizer,
 )
 from psheads.tasks.canonical import IndexTask, PartialInductionTask, RetrievalTask
@@ -32,10 +38,15 @@ __all__ = [
     "RetrievalTask",
     "Task",
     "TaskBatch",
+    "answer_ids",
+    "at_length",
     "available_tasks",
     "checked_batch",
     "get_task",
     "register_task",
     "task_tokenizer",
+    "window_of",
+    "with_hops",
+    "with_window",
     "word_tokenizer",
 ]

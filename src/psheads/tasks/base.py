@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 import transformers
@@ -47,7 +47,14 @@ class TaskBatch:
 
 @runtime_checkable
 class Task(Protocol):
-    """What psheads needs from a task: a name, a vocabulary and a seeded generator."""
+    """What psheads needs from a task: a name, a vocabulary and a seeded generator.
+
+    Optional capabilities, asked for through ``with_window``, ``at_length``, ``with_hops`` and
+    ``answer_ids`` in this module: a method ``with_window(window)`` (evaluation at other
+    windows), ``at_length(length)`` (length generalization, discrepancy at a length),
+    ``with_hops(hops)`` (1-hop prompts for the discrepancy), and properties ``window`` (the
+    target window's size, reported by ``evaluate``) and ``answer_ids`` (the answer vocabulary).
+    """
 
     name: str
 
@@ -59,6 +66,87 @@ class Task(Protocol):
     def generate(self, n: int, seed: int = 0) -> TaskBatch:
         """``n`` prompts, deterministic in ``seed``."""
         ...
+
+
+# --- optional capabilities ----------------------------------------------------------------------
+# A task may also know how to change itself. The front-ends ask through these functions, which
+# call the task's own method and otherwise raise a TypeError that says what to add.
+
+def _capability(task: Task, method: str, what: str, otherwise: str) -> Callable[..., Any]:
+    found = getattr(task, method, None)
+    if not callable(found):
+        name = getattr(task, "name", type(task).__name__)
+        raise TypeError(f"Task {name!r} ({type(task).__name__}) cannot {what}: it has no `{method}` method. "
+                        f"Give it one (see the custom-task section of the tasks docs), or {otherwise}.")
+    return found
+
+
+def window_of(task: Task) -> int | None:
+    """Items in ``task``'s target window (its ``window`` attribute), or None when it declares none."""
+    window = getattr(task, "window", None)
+    return int(window) if isinstance(window, int) and not isinstance(window, bool) else None
+
+
+def with_window(task: Task, window: int, otherwise: str = "leave the window as it is") -> Task:
+    """``task.with_window(window)``: the task with a target window of ``window`` items.
+
+    The LLM tasks set their ``window``; the multi-hop tasks keep their effective window
+    ``n_target`` and add ``window − n_target`` extra target items before it (paper B's length
+    generalization).
+
+    Raises:
+        TypeError: the task has no ``with_window`` method (``otherwise`` says what to do instead).
+        ValueError: the task refuses ``window``.
+    """
+    window = validation.integer(window, "window", minimum=1)
+    return _checked_task(_capability(task, "with_window", "change its target window", otherwise)(window), "with_window")
+
+
+def at_length(task: Task, length: int, otherwise: str = "leave the length as it is") -> Task:
+    """``task.at_length(length)``: the task whose prompts have ``length`` tokens in all.
+
+    Raises:
+        TypeError: the task has no ``at_length`` method (``otherwise`` says what to do instead).
+        ValueError: the task cannot make prompts of ``length`` tokens (too short).
+    """
+    length = validation.integer(length, "length", minimum=1)
+    return _checked_task(_capability(task, "at_length", "make prompts of a given length", otherwise)(length), "at_length")
+
+
+def with_hops(task: Task, hops: int, otherwise: str = "use the task as it is") -> Task:
+    """``task.with_hops(hops)``: the task whose every prompt takes ``hops`` hops (multi-hop tasks).
+
+    Raises:
+        TypeError: the task has no ``with_hops`` method.
+        ValueError: the task cannot take ``hops`` hops.
+    """
+    hops = validation.integer(hops, "hops", minimum=1)
+    return _checked_task(_capability(task, "with_hops", "fix its hop count", otherwise)(hops), "with_hops")
+
+
+def answer_ids(task: Task, otherwise: str = "choose predictions over the whole vocabulary") -> Int[Tensor, " c"]:
+    """``task.answer_ids``: the token ids an answer can take, ``[c]`` distinct ids.
+
+    Raises:
+        TypeError: the task declares no ``answer_ids``.
+        ValueError: they are not a 1-D LongTensor of distinct non-negative ids.
+    """
+    name = getattr(task, "name", type(task).__name__)
+    ids = getattr(task, "answer_ids", None)
+    if ids is None:
+        raise TypeError(f"Task {name!r} ({type(task).__name__}) has no known answer vocabulary: it has no "
+                        f"`answer_ids` property. Give it one (see the custom-task section of the tasks docs), "
+                        f"or {otherwise}.")
+    if not isinstance(ids, Tensor) or ids.dtype != torch.long or ids.ndim != 1 or len(ids) == 0 \
+            or int(ids.min()) < 0 or len(ids.unique()) != len(ids):
+        raise ValueError(f"Task {name!r}: answer_ids must be a 1-D LongTensor of distinct non-negative token ids.")
+    return ids
+
+
+def _checked_task(task: Any, method: str) -> Task:
+    if not isinstance(task, Task):
+        raise TypeError(f"{method} returned {type(task).__name__}, not a task.")
+    return task
 
 
 def checked_batch(task: Task, n: int, seed: int = 0) -> TaskBatch:

@@ -23,6 +23,7 @@ anywhere else, the answer included.
 
 from __future__ import annotations
 
+import dataclasses
 import string
 from dataclasses import dataclass, field
 
@@ -58,6 +59,10 @@ class _CanonicalTask:
         """Letters (letter i is token id i), then the integers ``1 … max_offset``, then the pairs."""
         return [*self.letters, *(str(k) for k in range(1, self.max_offset + 1)),
                 *(x + y for x in self.letters for y in self.letters)]
+
+    def at_length(self, length: int) -> _CanonicalTask:
+        """This task with prompts of ``length`` tokens."""
+        return dataclasses.replace(self, length=length)
 
     def integer_id(self, k: int | Tensor) -> int | Tensor:
         """Token id of the integer ``k`` (1 … ``max_offset``)."""

@@ -318,6 +318,15 @@ class _LLMTask:
         """``[c]`` token ids of the answer words: the candidates of every prompt."""
         return torch.tensor(self._require().value_ids, dtype=torch.long)
 
+    @property
+    def answer_ids(self) -> Tensor:
+        """The token ids an answer can take: ``candidates``."""
+        return self.candidates
+
+    def with_window(self, window: int) -> Any:
+        """This task with a target window of ``window`` items."""
+        return dataclasses.replace(self, window=window)
+
     def _prompt(self, prompt: _Prompt, built: _Built, slot: int, answer: int, generator: torch.Generator) -> int:
         """Write one prompt whose answer is value ``answer`` at window slot ``slot``; return its position."""
         raise NotImplementedError

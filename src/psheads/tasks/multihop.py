@@ -58,6 +58,42 @@ class _MultiHopTask:
         """Number of distinct answer tokens: the target-window alphabet, ids 0…n_answers−1 of the vocabulary."""
         raise NotImplementedError
 
+    @property
+    def answer_ids(self) -> Tensor:
+        """The token ids an answer can take: ``0 … n_answers − 1`` (the vocabulary lists them first)."""
+        return torch.arange(self.n_answers)
+
+    @property
+    def window(self) -> int:
+        """Target-window tokens of a prompt: ``n_target + extra_target``."""
+        return self.n_target + self.extra_target
+
+    @property
+    def min_length(self) -> int:
+        """Tokens of a prompt without extra target tokens: ``n_target + n_pre + 1``."""
+        return self.n_target + self.n_pre + 1
+
+    def with_window(self, window: int) -> _MultiHopTask:
+        """This task with ``window`` target-window tokens: ``extra_target = window − n_target``
+        extra tokens before the effective window (paper B's length generalization)."""
+        window = validation.integer(window, "window", minimum=1)
+        if window < self.n_target:
+            raise ValueError(f"window must be at least the task's n_target={self.n_target} (the effective target "
+                             f"window; the rest is extra_target), got {window}.")
+        return dataclasses.replace(self, extra_target=window - self.n_target)
+
+    def at_length(self, length: int) -> _MultiHopTask:
+        """This task with prompts of ``length`` tokens: ``extra_target = length − min_length``."""
+        length = validation.integer(length, "length", minimum=1)
+        if length < self.min_length:
+            raise ValueError(f"Task {self.name!r}: a length of {length} is below its shortest prompt of "
+                             f"{self.min_length} tokens (n_target + n_pre + 1).")
+        return dataclasses.replace(self, extra_target=length - self.min_length)
+
+    def with_hops(self, hops: int) -> _MultiHopTask:
+        """This task with every prompt taking ``hops`` hops."""
+        return dataclasses.replace(self, min_hops=hops, max_hops=hops)
+
     def _row(self, hops: int, answer: int, answer_token: int, first_pre: int, query: int,
              generator: torch.Generator) -> Tensor:
         """One prompt whose path from the query takes ``hops`` hops to ``answer``."""
