@@ -13,7 +13,7 @@ import argparse
 import shutil
 from pathlib import Path
 
-from psheads.models import training, zoo
+from psheads.models import checkpoints, training, zoo
 from psheads.tasks import get_task
 
 
@@ -25,7 +25,7 @@ def main() -> None:
     args = parser.parse_args()
     total = 0
     for name in args.tasks:
-        checkpoint = training.latest_checkpoint(args.runs / name)
+        checkpoint = checkpoints.latest_checkpoint(args.runs / name)
         if checkpoint is None:
             raise SystemExit(f"no checkpoint in {args.runs / name}")
         destination = zoo.PRETRAINED_DIR / name

@@ -19,7 +19,7 @@ from psheads.experiments.gating_sweep import (
     planes_text,
     run_cell,
 )
-from psheads.models import training
+from psheads.models import checkpoints, training
 from psheads.results import schema
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -123,7 +123,7 @@ def test_another_seed_gives_another_model() -> None:
 def test_gating_restricts_the_trained_queries_to_the_band(tmp_path) -> None:
     config = SweepConfig(**{**SMOKE, "bands": ("fast+zero",), "steps": 4})
     run_cell(config, "partial-induction", "fast+zero", 0, tmp_path / "run")
-    model = transformers.GPTJForCausalLM.from_pretrained(training.latest_checkpoint(tmp_path / "run"))
+    model = transformers.GPTJForCausalLM.from_pretrained(checkpoints.latest_checkpoint(tmp_path / "run"))
     model.eval()
     start = transformers.GPTJForCausalLM(transformers.GPTJConfig(**model.config.to_dict()))
     kept = training.query_keep_mask(model, config.planes("fast+zero")).bool()  # dims 0-3 (planes 1, 2), 12-15

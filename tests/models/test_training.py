@@ -13,7 +13,7 @@ import torch
 import transformers
 
 import psheads
-from psheads.models import training, zoo
+from psheads.models import checkpoints, training, zoo
 from psheads.results import schema
 from psheads.tasks import LetterTask, NumberTask
 
@@ -151,7 +151,7 @@ def test_a_checkpoint_holds_its_records_so_an_interruption_loses_none(tmp_path, 
     with pytest.raises(KeyboardInterrupt):
         training.train(NumberTask(), tiny_config(dynamics_prompts=4), tmp_path, progress=False)
     monkeypatch.setattr(training, "evaluate", real)
-    assert [p.name for p in training.list_checkpoints(tmp_path)] == ["checkpoint-000003"]
+    assert [p.name for p in checkpoints.list_checkpoints(tmp_path)] == ["checkpoint-000003"]
     assert not list(tmp_path.glob("*.partial"))  # an interrupted checkpoint is removed, never half-kept
     resumed = training.train(NumberTask(), tiny_config(dynamics_prompts=4), tmp_path, progress=False)
     pd.testing.assert_frame_equal(resumed.evaluation, reference_run.evaluation)
@@ -178,7 +178,7 @@ def test_resume_never_unpickles(tmp_path, reference_run) -> None:
     marker = tmp_path / "code-ran"
     # the old layout: trainer_state.pt, a pickle, and no manifest
     old = _copy_run(reference_run.output_dir, tmp_path / "old")
-    for checkpoint in training.list_checkpoints(old):
+    for checkpoint in checkpoints.list_checkpoints(old):
         for name in ("manifest.json", "trainer_state.safetensors", "trainer_state.json"):
             (checkpoint / name).unlink(missing_ok=True)
         torch.save({"optimizer": _Payload(marker), "scheduler": {}, "rng": None, "step": 6},
@@ -187,16 +187,16 @@ def test_resume_never_unpickles(tmp_path, reference_run) -> None:
         training.train(NumberTask(), tiny_config(dynamics_prompts=4), old, progress=False)
     assert not marker.exists()
     with pytest.raises(ValueError, match="old format"):
-        training.latest_checkpoint(old)
+        checkpoints.latest_checkpoint(old)
     # a forged checkpoint whose manifest matches: pickled weights and trainer state are never opened
     forged = _copy_run(reference_run.output_dir, tmp_path / "forged")
-    for checkpoint in training.list_checkpoints(forged):
+    for checkpoint in checkpoints.list_checkpoints(forged):
         (checkpoint / "model.safetensors").unlink()
         torch.save({"weights": _Payload(marker)}, checkpoint / "pytorch_model.bin")
         torch.save({"optimizer": _Payload(marker)}, checkpoint / "trainer_state.pt")
         (checkpoint / "manifest.json").unlink()
-        training._write_manifest(checkpoint, training.checkpoint_step(checkpoint))
-    with pytest.raises(training.CheckpointError, match="No usable checkpoint"):
+        checkpoints.write_manifest(checkpoint, checkpoints.checkpoint_step(checkpoint))
+    with pytest.raises(checkpoints.CheckpointError, match="No usable checkpoint"):
         training.train(NumberTask(), tiny_config(dynamics_prompts=4), forged, progress=False)
     assert not marker.exists()
 
@@ -250,7 +250,7 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one(tmp_path, caplog, r
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert any(str(run / "checkpoint-000006" / name) in w for w in warnings), warnings
     # checkpoint 6 was redone from checkpoint 3: the run is exactly the uninterrupted one again
-    training.verify_checkpoint(run / "checkpoint-000006")
+    checkpoints.verify_checkpoint(run / "checkpoint-000006")
     _same_weights(resumed.final_checkpoint, reference_run.final_checkpoint)
     assert (run / "checkpoint-000006" / "trainer_state.safetensors").read_bytes() == \
         (reference_run.final_checkpoint / "trainer_state.safetensors").read_bytes()
@@ -263,7 +263,7 @@ def test_no_good_checkpoint_raises_with_the_paths(tmp_path, reference_run) -> No
     run = _copy_run(reference_run.output_dir, tmp_path / "run")
     for step in (3, 6):
         _flip_byte(run / f"checkpoint-00000{step}" / "model.safetensors")
-    with pytest.raises(training.CheckpointError, match="No usable checkpoint") as info:
+    with pytest.raises(checkpoints.CheckpointError, match="No usable checkpoint") as info:
         training.train(NumberTask(), tiny_config(dynamics_prompts=4), run, progress=False)
     for step in (3, 6):
         assert str(run / f"checkpoint-00000{step}" / "model.safetensors") in str(info.value)
@@ -299,8 +299,8 @@ def test_checkpoints_sort_by_step_number(tmp_path) -> None:
     for name in ("checkpoint-999999", "checkpoint-1000000"):
         shutil.copytree(run.final_checkpoint, tmp_path / name)
     (tmp_path / "checkpoint-1000001.partial").mkdir()
-    assert training.latest_checkpoint(tmp_path).name == "checkpoint-1000000"
-    assert [p.name for p in training.list_checkpoints(tmp_path)] == [
+    assert checkpoints.latest_checkpoint(tmp_path).name == "checkpoint-1000000"
+    assert [p.name for p in checkpoints.list_checkpoints(tmp_path)] == [
         "checkpoint-000003", "checkpoint-999999", "checkpoint-1000000"]
 
 

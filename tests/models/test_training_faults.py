@@ -25,7 +25,7 @@ import pytest
 import safetensors.torch
 import torch
 
-from psheads.models import training
+from psheads.models import checkpoints, training
 from psheads.tasks import NumberTask
 
 # numerically sensitive: every test runs at 1 and 2 torch threads (see conftest.torch_threads)
@@ -42,7 +42,7 @@ PHASES = {
     "dynamics": ("psheads.measure.scoring:score_heads", "", 1, "before"),  # checkpoint 2's head scoring
     # checkpoint 4: trainer_state.safetensors written, trainer_state.json not yet
     "between files": ("safetensors.torch:save_file", "trainer_state.safetensors", 2, "after"),
-    "before manifest": ("psheads.models.training:_write_manifest", "", 2, "before"),  # every file but the manifest
+    "before manifest": ("psheads.models.checkpoints:write_manifest", "", 2, "before"),  # every file but the manifest
     "rename": ("os:replace", "checkpoint-000002.partial", 1, "before"),  # complete, not yet renamed
     "run-level csv": ("os:replace", "evaluation.csv.partial", 1, "before"),  # renamed, CSVs not yet copied
 }
@@ -120,7 +120,7 @@ def test_sigkill_at_every_phase_resumes_exactly(phase, helper, reference, outcom
 
 def _assert_killed_in_phase(phase: str, run: Path) -> None:
     """The kill left the run in the state its phase implies (so each case hits what it names)."""
-    complete = [p.name for p in training.list_checkpoints(run)]
+    complete = [p.name for p in checkpoints.list_checkpoints(run)]
     partial = sorted(p.name for p in run.glob("*.partial"))
     written = {p.name for p in (run / "checkpoint-000004.partial").glob("*")}
     if phase == "optimizer step":
@@ -140,7 +140,7 @@ def _assert_killed_in_phase(phase: str, run: Path) -> None:
         assert "dynamics.csv" in written and "manifest.json" not in written
     elif phase == "rename":
         assert complete == [] and partial == ["checkpoint-000002.partial"]
-        training.verify_checkpoint(run / "checkpoint-000002.partial")  # complete, only not renamed
+        checkpoints.verify_checkpoint(run / "checkpoint-000002.partial")  # complete, only not renamed
     elif phase == "run-level csv":
         assert complete == ["checkpoint-000002"] and not (run / "evaluation.csv").exists()
     else:  # pragma: no cover

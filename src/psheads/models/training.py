@@ -6,23 +6,18 @@ the loss on the last position only. Every ``checkpoint_every`` steps it writes a
 directory: the Hugging Face model (safetensors), the tokenizer, ``training_config.json``, the
 trainer state (optimizer tensors and RNG state in safetensors, the rest in JSON), the run's
 accuracy per hop count (``evaluation.csv``) and head scores (``dynamics.csv``) up to and including
-that checkpoint, and last a ``manifest.json`` with the SHA-256 of every file. The directory is
-written under a ``.partial`` name and renamed into place only when complete, so a checkpoint is
-complete or absent; the run-level CSV files are copies of the newest checkpoint's. Resuming
-verifies the manifest and falls back to the previous good checkpoint when one is damaged.
-No file is ever unpickled.
+that checkpoint, and last a ``manifest.json`` with the SHA-256 of every file, through the checkpoint
+store (``psheads.models.checkpoints``: complete or absent, verified on resume, nothing unpickled).
+The run-level CSV files are copies of the newest checkpoint's. Resuming falls back to the previous
+good checkpoint when one is damaged.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
 import json
 import logging
-import os
-import re
-import shutil
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -31,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import safetensors.torch
 import torch
 import transformers
 
@@ -39,31 +33,15 @@ from psheads.interface import validation
 from psheads.interface.config import from_known_fields
 from psheads.interface.progress import progress_bar
 from psheads.measure.evaluation import evaluate as _evaluate
-from psheads.models import zoo
+from psheads.models import checkpoints, zoo
+from psheads.models.checkpoints import CheckpointError
 from psheads.results import schema
 from psheads.rope import geometry
 from psheads.tasks import Task, checked_batch, get_task, task_tokenizer
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_PREFIX = "checkpoint-"
-PARTIAL_SUFFIX = ".partial"
 TEST_SEED_OFFSET = 1 << 40  # test prompts never share a seed with training batches
-
-CHECKPOINT_FORMAT = 2
-"""Version of the checkpoint layout (1: the old pickled ``trainer_state.pt``, no longer read)."""
-MANIFEST = "manifest.json"
-"""SHA-256 and size of every other file of a checkpoint; written last."""
-TRAINER_TENSORS = "trainer_state.safetensors"
-"""Optimizer state tensors (``optimizer.<param>.<name>``) and the RNG state (``rng.cpu``, uint8)."""
-TRAINER_JSON = "trainer_state.json"
-"""The step, the optimizer's param groups and non-tensor state, and the scheduler state."""
-TRAINING_CONFIG = "training_config.json"
-EVALUATION_CSV = "evaluation.csv"
-DYNAMICS_CSV = "dynamics.csv"
-LEGACY_TRAINER_STATE = "trainer_state.pt"
-
-_CHECKPOINT_NAME = re.compile(re.escape(CHECKPOINT_PREFIX) + r"([0-9]+)")
 
 
 @functools.cache
@@ -73,10 +51,6 @@ def gptj_fields() -> frozenset[str]:
             if name not in ("self", "kwargs")}
     return frozenset(init | set(transformers.GPTJConfig().to_dict())) - {"_name_or_path", "model_type",
                                                                         "transformers_version"}
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be resumed: damaged, incomplete, or written in the old pickled format."""
 
 
 def _plain(value: Any) -> Any:
@@ -266,306 +240,49 @@ def evaluate(model: torch.nn.Module, task: Task, n: int, seed: int, batch_size: 
     return frame[["hops", "accuracy", "n"]].copy()
 
 
-# --- checkpoints -----------------------------------------------------------------------------
-def checkpoint_step(directory: str | Path) -> int | None:
-    """The step of a checkpoint directory named ``checkpoint-<step>`` (None for any other name)."""
-    match = _CHECKPOINT_NAME.fullmatch(Path(directory).name)
-    return int(match.group(1)) if match else None
-
-
-def list_checkpoints(output_dir: str | Path) -> list[Path]:
-    """Every ``checkpoint-<step>`` directory of a run, oldest first (sorted by step number, so
-    ``checkpoint-1000000`` comes after ``checkpoint-999999``); ``.partial`` directories are not
-    checkpoints. Nothing is verified: see ``verify_checkpoint``."""
-    output_dir = Path(output_dir)
-    if not output_dir.is_dir():
-        return []
-    found = [p for p in output_dir.iterdir() if p.is_dir() and checkpoint_step(p) is not None]
-    return sorted(found, key=lambda p: (checkpoint_step(p), p.name))
-
-
-def verify_checkpoint(directory: str | Path) -> dict:
-    """Check a checkpoint against its ``manifest.json`` and return the manifest.
-
-    Every file the manifest lists must be present with its SHA-256, and no other file may be.
-
-    Raises:
-        CheckpointError: a missing, extra, changed or unreadable file (each named with its path),
-            or a checkpoint in the old pickled format (which psheads no longer reads).
-    """
-    directory = Path(directory)
-    manifest_path = directory / MANIFEST
-    if not manifest_path.is_file():
-        if (directory / LEGACY_TRAINER_STATE).exists():
-            raise CheckpointError(
-                f"{directory} is a checkpoint in the old format: its trainer state "
-                f"{directory / LEGACY_TRAINER_STATE} is a pickle, and psheads never unpickles files (a pickle "
-                "can run arbitrary code). This run cannot be resumed; start a new output_dir. (Its weights, "
-                "model.safetensors, still boot with psheads.zoo.boot_local.)")
-        raise CheckpointError(f"{manifest_path} is missing: {directory} is not a complete checkpoint.")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-        listed = manifest["files"]
-        if manifest.get("format") != CHECKPOINT_FORMAT or not isinstance(listed, dict) or not all(
-                isinstance(entry, dict) and isinstance(entry.get("sha256"), str) for entry in listed.values()):
-            raise ValueError(f"not a format-{CHECKPOINT_FORMAT} manifest")
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as error:
-        raise CheckpointError(f"{manifest_path} is unreadable ({error}).") from None
-    present = {path.relative_to(directory).as_posix() for path in directory.rglob("*") if not path.is_dir()}
-    present.discard(MANIFEST)
-    problems = [f"{directory / name} is missing" for name in sorted(set(listed) - present)]
-    problems += [f"{directory / name} is not listed in the manifest" for name in sorted(present - set(listed))]
-    for name in sorted(set(listed) & present):
-        try:
-            digest = _sha256(directory / name)
-        except OSError as error:
-            problems.append(f"{directory / name} is unreadable ({error})")
-            continue
-        if digest != listed[name]["sha256"]:
-            size, recorded = (directory / name).stat().st_size, listed[name].get("bytes")
-            what = f"has {size} bytes, the manifest says {recorded}" if size != recorded else \
-                "does not match its SHA-256 in the manifest"
-            problems.append(f"{directory / name} {what} (changed or damaged)")
-    if problems:
-        raise CheckpointError("; ".join(problems) + ".")
-    return manifest
-
-
-def latest_checkpoint(output_dir: str | Path) -> Path | None:
-    """The newest checkpoint in ``output_dir`` that passes ``verify_checkpoint`` (a damaged one
-    is skipped with a warning; partial writes are never checkpoints), or None.
-
-    Raises:
-        CheckpointError: a checkpoint in the old pickled format.
-    """
-    for directory in reversed(list_checkpoints(output_dir)):
-        try:
-            verify_checkpoint(directory)
-        except CheckpointError as error:
-            if not (directory / MANIFEST).exists() and (directory / LEGACY_TRAINER_STATE).exists():
-                raise
-            logger.warning("Skipping the damaged checkpoint %s: %s", directory, error)
-            continue
-        return directory
-    return None
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _fsync(path: Path) -> None:
-    """Flush a file or directory to disk (directories: where the OS allows it)."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
-
-
-def _encode(value: Any) -> Any:
-    """JSON form of optimizer/scheduler metadata; tuples are tagged so they come back as tuples."""
-    if isinstance(value, tuple):
-        return {"__tuple__": [_encode(item) for item in value]}
-    if isinstance(value, list):
-        return [_encode(item) for item in value]
-    if isinstance(value, dict):
-        if not all(isinstance(key, str) for key in value):
-            raise TypeError(f"Cannot store non-string keys in JSON: {list(value)!r}.")
-        return {key: _encode(item) for key, item in value.items()}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise TypeError(f"Cannot store {type(value).__name__} ({value!r}) in the trainer state.")
-
-
-def _decode(value: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"__tuple__"}:
-            return tuple(_decode(item) for item in value["__tuple__"])
-        return {key: _decode(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_decode(item) for item in value]
-    return value
-
-
-def _write_trainer_state(path: Path, optimizer: torch.optim.Optimizer, scheduler: Any, step: int) -> None:
-    state = optimizer.state_dict()
-    tensors = {"rng.cpu": torch.get_rng_state()}
-    device = optimizer.param_groups[0]["params"][0].device
-    if device.type == "cuda":  # dropout on a GPU draws from that GPU's generator
-        tensors["rng.cuda"] = torch.cuda.get_rng_state(device)
-    values: dict[str, dict] = {}
-    for index, entries in state["state"].items():
-        for name, value in entries.items():
-            if isinstance(value, torch.Tensor):
-                tensors[f"optimizer.{index}.{name}"] = value.detach().cpu().contiguous()
-            else:
-                values.setdefault(str(index), {})[name] = _encode(value)
-    safetensors.torch.save_file(tensors, path / TRAINER_TENSORS)
-    meta = {"format": CHECKPOINT_FORMAT, "step": step,
-            "optimizer": {"indices": sorted(state["state"]), "values": values,
-                          "param_groups": _encode(state["param_groups"])},
-            "scheduler": _encode(scheduler.state_dict())}
-    (path / TRAINER_JSON).write_text(json.dumps(meta, indent=1))
-
-
-def _read_trainer_state(directory: Path) -> dict:
-    """The trainer state of a checkpoint (safetensors and JSON only: nothing is unpickled)."""
-    try:
-        meta = json.loads((directory / TRAINER_JSON).read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise CheckpointError(f"{directory / TRAINER_JSON} is unreadable ({error}).") from None
-    try:
-        tensors = safetensors.torch.load_file(directory / TRAINER_TENSORS)
-    except Exception as error:  # safetensors raises its own SafetensorError, OSError, ...
-        raise CheckpointError(f"{directory / TRAINER_TENSORS} is unreadable ({error}).") from None
-    try:
-        if meta["format"] != CHECKPOINT_FORMAT:
-            raise ValueError(f"format {meta['format']!r}, expected {CHECKPOINT_FORMAT}")
-        state: dict[int, dict] = {int(index): {} for index in meta["optimizer"]["indices"]}
-        for key, tensor in tensors.items():
-            if key.startswith("optimizer."):
-                _, index, name = key.split(".", 2)
-                state[int(index)][name] = tensor
-        for index, entries in meta["optimizer"]["values"].items():
-            state[int(index)].update(_decode(entries))
-        rng = tensors["rng.cpu"]
-        if rng.dtype != torch.uint8:
-            raise ValueError(f"rng.cpu has dtype {rng.dtype}, expected torch.uint8")
-        return {"optimizer": {"state": state, "param_groups": _decode(meta["optimizer"]["param_groups"])},
-                "scheduler": _decode(meta["scheduler"]), "rng": rng, "rng_cuda": tensors.get("rng.cuda"),
-                "step": int(meta["step"])}
-    except (KeyError, ValueError, TypeError, AttributeError) as error:
-        raise CheckpointError(f"{directory / TRAINER_JSON} or {directory / TRAINER_TENSORS} is inconsistent "
-                              f"({type(error).__name__}: {error}).") from None
-
-
 def _write_files(path: Path, model: Any, task: Task, config: TrainConfig, step: int,
                  optimizer: torch.optim.Optimizer, scheduler: Any) -> None:
     """Model, tokenizer, training record and trainer state of a checkpoint (no records, no manifest)."""
     model.save_pretrained(path, safe_serialization=True)
     task_tokenizer(task).save_pretrained(path)
-    info = {"task": task.name, "task_options": _plain(_task_options(task)), "step": step,
-            "training": config.to_dict()}
-    (path / TRAINING_CONFIG).write_text(json.dumps(info, indent=2))
-    _write_trainer_state(path, optimizer, scheduler, step)
-
-
-def _write_manifest(path: Path, step: int) -> None:
-    """Flush every file, then write the manifest (the checkpoint's last file) and flush it."""
-    files = sorted(p for p in path.rglob("*") if not p.is_dir() and p.name != MANIFEST)
-    listed = {}
-    for file in files:
-        _fsync(file)
-        listed[file.relative_to(path).as_posix()] = {"sha256": _sha256(file), "bytes": file.stat().st_size}
-    manifest = path / MANIFEST
-    manifest.write_text(json.dumps({"format": CHECKPOINT_FORMAT, "step": step, "files": listed}, indent=1))
-    _fsync(manifest)
-    _fsync(path)
-
-
-def _replace_directory(partial: Path, directory: Path) -> None:
-    if directory.exists():  # a damaged checkpoint of the same step, being redone
-        shutil.rmtree(directory)
-    os.replace(partial, directory)
-    _fsync(directory.parent)
+    info = {**_run_record(task, config), "step": step}
+    (path / checkpoints.TRAINING_CONFIG).write_text(json.dumps(info, indent=2))
+    checkpoints.write_trainer_state(path, optimizer, scheduler, step)
 
 
 def save_checkpoint(directory: Path, model: Any, task: Task, config: TrainConfig, step: int,
                     optimizer: torch.optim.Optimizer, scheduler: Any,
                     history: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Write, evaluate, score and seal one checkpoint: complete or absent.
+    """Write, evaluate, score and seal one checkpoint: complete or absent (``checkpoints.sealed``).
 
-    Everything goes to ``<directory>.partial`` first: the model, tokenizer, training record and
-    trainer state; then the run's records up to this step (``history`` plus this checkpoint's
-    evaluation and head scores, the scores computed on the partial directory); then the
-    manifest. Only then is the directory renamed into place. Evaluation and scoring do not
-    advance the training RNG (resume stays exact). On an exception the partial directory is
-    removed.
+    Into the partial folder go the model, tokenizer, training record and trainer state, then the
+    run's records up to this step (``history`` plus this checkpoint's evaluation and head scores,
+    the scores computed on the partial folder). Evaluation and scoring do not advance the
+    training RNG (resume stays exact).
 
     Returns:
         The run's evaluation and dynamics frames up to this step, as read back from the files.
     """
-    partial = directory.with_name(directory.name + PARTIAL_SUFFIX)
-    if partial.exists():
-        shutil.rmtree(partial)
-    partial.mkdir(parents=True)
-    try:
+    with checkpoints.sealed(directory, step) as partial:
         _write_files(partial, model, task, config, step, optimizer, scheduler)
         with torch.random.fork_rng(devices=[]):
             scores = evaluate(model, task, config.eval_prompts, seed=derived_seed(TEST_SEED_OFFSET + config.seed))
             scores.insert(0, "step", step)
-            _history_csv(history[0] if history else None, scores, partial / EVALUATION_CSV)
+            checkpoints.write_history(history[0] if history else None, scores, partial / checkpoints.EVALUATION_CSV)
             step_dynamics = checkpoint_dynamics(partial, task, config, step, scores)
-            _history_csv(history[1] if history else None, step_dynamics, partial / DYNAMICS_CSV)
-        records = _read_records(partial)
-        _write_manifest(partial, step)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-    _replace_directory(partial, directory)
+            checkpoints.write_history(history[1] if history else None, step_dynamics,
+                                      partial / checkpoints.DYNAMICS_CSV)
+        records = checkpoints.read_records(partial)
     return records
-
-
-def _history_csv(history: pd.DataFrame | None, rows: pd.DataFrame, path: Path) -> None:
-    frame = rows if history is None or history.empty else pd.concat([history, rows], ignore_index=True)
-    frame.to_csv(path, index=False)
-
-
-def _read_records(directory: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A checkpoint's ``evaluation.csv`` and ``dynamics.csv`` (floats read back exactly, labels as
-    ``schema.LABEL_DTYPE``)."""
-    try:
-        return (pd.read_csv(directory / EVALUATION_CSV, dtype={"hops": str}, float_precision="round_trip"),
-                schema.ordered_labels(pd.read_csv(directory / DYNAMICS_CSV, float_precision="round_trip")))
-    except (OSError, ValueError, UnicodeDecodeError) as error:
-        raise CheckpointError(f"The records of {directory} are unreadable ({error}).") from None
-
-
-def _publish_records(checkpoint: Path, output_dir: Path) -> None:
-    """Make the run-level CSV files copies of ``checkpoint``'s (each replaced atomically)."""
-    for name in (EVALUATION_CSV, DYNAMICS_CSV):
-        partial = output_dir / (name + PARTIAL_SUFFIX)
-        shutil.copyfile(checkpoint / name, partial)
-        _fsync(partial)
-        os.replace(partial, output_dir / name)
 
 
 def _task_options(task: Task) -> dict:
     return {f.name: getattr(task, f.name) for f in fields(task) if f.init} if hasattr(task, "__dataclass_fields__") else {}
 
 
-def _differences(saved: Any, now: Any, name: str) -> list[str]:
-    """``name: <saved> in the checkpoint, <now> now`` for every differing (nested) field."""
-    if isinstance(saved, dict) and isinstance(now, dict):
-        out = []
-        for key in sorted(set(saved) | set(now), key=str):
-            absent = "<absent>"
-            out += _differences(saved.get(key, absent), now.get(key, absent), f"{name}.{key}" if name else str(key))
-        return out
-    return [] if saved == now else [f"{name}: {saved!r} in the checkpoint, {now!r} now"]
-
-
-def _check_same_run(checkpoint: Path, info: dict, task: Task, config: TrainConfig) -> None:
-    now = json.loads(json.dumps({"task": task.name, "task_options": _plain(_task_options(task)),
-                                 "training": config.to_dict()}))
-    saved = {key: info.get(key, "<absent>") for key in now}
-    problems = _differences(saved["task"], now["task"], "task")
-    problems += _differences(saved["task_options"], now["task_options"], "task_options")
-    both = isinstance(saved["training"], dict)
-    problems += _differences(saved["training"], now["training"], "" if both else "training")
-    if problems:
-        raise ValueError(f"{checkpoint} was trained with another task or configuration: " + "; ".join(problems)
-                         + ". Resume with the same task and TrainConfig, or use a new output_dir.")
+def _run_record(task: Task, config: TrainConfig) -> dict:
+    """What a checkpoint records of its run, as JSON values: the task, its options, the settings."""
+    return {"task": task.name, "task_options": _plain(_task_options(task)), "training": config.to_dict()}
 
 
 def _load_checkpoint(directory: Path, task: Task, config: TrainConfig) -> tuple[Any, dict, tuple]:
@@ -575,25 +292,20 @@ def _load_checkpoint(directory: Path, task: Task, config: TrainConfig) -> tuple[
         CheckpointError: the checkpoint is damaged or in the old format.
         ValueError: it belongs to another task or configuration.
     """
-    verify_checkpoint(directory)
-    try:
-        info = json.loads((directory / TRAINING_CONFIG).read_text())
-        if not isinstance(info, dict):
-            raise ValueError("not a JSON object")
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise CheckpointError(f"{directory / TRAINING_CONFIG} is unreadable ({error}).") from None
-    _check_same_run(directory, info, task, config)
-    state = _read_trainer_state(directory)
-    if state["step"] != checkpoint_step(directory) or info.get("step") != state["step"]:
-        raise CheckpointError(f"{directory / TRAINER_JSON} holds step {state['step']} and "
-                              f"{directory / TRAINING_CONFIG} step {info.get('step')!r}, but the directory's "
-                              f"name says step {checkpoint_step(directory)}.")
+    checkpoints.verify_checkpoint(directory)
+    info = checkpoints.read_training_record(directory)
+    checkpoints.check_same_run(directory, info, _run_record(task, config))
+    state = checkpoints.read_trainer_state(directory)
+    if state["step"] != checkpoints.checkpoint_step(directory) or info.get("step") != state["step"]:
+        raise CheckpointError(f"{directory / checkpoints.TRAINER_JSON} holds step {state['step']} and "
+                              f"{directory / checkpoints.TRAINING_CONFIG} step {info.get('step')!r}, but the "
+                              f"directory's name says step {checkpoints.checkpoint_step(directory)}.")
     try:
         model = transformers.GPTJForCausalLM.from_pretrained(directory, dtype=torch.float32, use_safetensors=True)
     except Exception as error:  # transformers and safetensors raise many kinds
         raise CheckpointError(f"The model of {directory} ({directory / 'model.safetensors'}) does not load "
                               f"({type(error).__name__}: {error}).") from None
-    return model, state, _read_records(directory)
+    return model, state, checkpoints.read_records(directory)
 
 
 def _schedule(config: TrainConfig) -> Any:
@@ -703,20 +415,21 @@ def train(task: Task | str, config: TrainConfig | None = None, output_dir: str |
 
 def _train(task: Task, config: TrainConfig, output_dir: Path, resume: bool, progress: bool | None,
            device: torch.device) -> TrainResult:
-    checkpoints = list_checkpoints(output_dir)
-    if checkpoints and not resume:
-        raise ValueError(f"{output_dir} already holds checkpoints ({checkpoints[-1].name}); pass a new output_dir, "
+    saved = checkpoints.list_checkpoints(output_dir)
+    if saved and not resume:
+        raise ValueError(f"{output_dir} already holds checkpoints ({saved[-1].name}); pass a new output_dir, "
                          "or resume=True to continue that run.")
     model = build_model(task, config)
     output_dir.mkdir(parents=True, exist_ok=True)
     start, final, state = 0, None, None
     history: tuple[pd.DataFrame, pd.DataFrame] | None = None
     problems = []
-    for checkpoint in reversed(checkpoints):
+    for checkpoint in reversed(saved):
         try:
             model, state, history = _load_checkpoint(checkpoint, task, config)
         except CheckpointError as error:
-            if not (checkpoint / MANIFEST).exists() and (checkpoint / LEGACY_TRAINER_STATE).exists():
+            if not (checkpoint / checkpoints.MANIFEST).exists() and \
+                    (checkpoint / checkpoints.LEGACY_TRAINER_STATE).exists():
                 raise
             logger.warning("Checkpoint %s is damaged and is skipped: %s Falling back to the previous checkpoint.",
                            checkpoint, error)
@@ -724,7 +437,7 @@ def _train(task: Task, config: TrainConfig, output_dir: Path, resume: bool, prog
             continue
         final = checkpoint
         break
-    if checkpoints and final is None:
+    if saved and final is None:
         raise CheckpointError(f"No usable checkpoint in {output_dir}: " + " ".join(problems))
     model.to(device)  # built or loaded on the CPU: the same initial weights on every device
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=config.betas,
@@ -738,7 +451,7 @@ def _train(task: Task, config: TrainConfig, output_dir: Path, resume: bool, prog
         if device.type == "cuda" and state["rng_cuda"] is not None:
             torch.cuda.set_rng_state(state["rng_cuda"], device)
         start = state["step"]
-        _publish_records(final, output_dir)  # the run-level CSVs, rebuilt from the checkpoint
+        checkpoints.publish_records(final, output_dir)  # the run-level CSVs, rebuilt from the checkpoint
         logger.info("Resuming from %s (step %d)", final, start)
     else:
         torch.manual_seed(config.seed)
@@ -765,9 +478,9 @@ def _train(task: Task, config: TrainConfig, output_dir: Path, resume: bool, prog
         if done % 50 == 0:
             bar.set_postfix(loss=f"{loss.item():.3f}")
         if done % config.checkpoint_every == 0 or done == config.steps:
-            final = output_dir / f"{CHECKPOINT_PREFIX}{done:06d}"
+            final = output_dir / f"{checkpoints.CHECKPOINT_PREFIX}{done:06d}"
             history = save_checkpoint(final, model, task, config, done, optimizer, scheduler, history)
-            _publish_records(final, output_dir)
+            checkpoints.publish_records(final, output_dir)
             evaluation = history[0]
             logger.info("step %d: loss %.4f, accuracy %.4f", done, loss.item(),
                         float(evaluation.loc[(evaluation["step"] == done) & (evaluation["hops"] == "all"),

@@ -171,11 +171,11 @@ def retrained(folder: Path, task: str, progress: bool | None, recipe: Any = None
         progress: training progress bar.
         recipe: a ``psheads.TrainConfig`` (default: paper B's recipe, as the shipped models).
     """
-    from psheads.models import training, zoo
+    from psheads.models import checkpoints, training, zoo
     from psheads.tasks import get_task
 
     result = training.train(task, recipe or training.TrainConfig(), folder / task, progress=progress)
-    info = json.loads((result.final_checkpoint / training.TRAINING_CONFIG).read_text())
+    info = json.loads((result.final_checkpoint / checkpoints.TRAINING_CONFIG).read_text())
     return Pretrained(zoo.boot_local(result.final_checkpoint), get_task(task), _final(result.evaluation),
                       result.dynamics, info)
 
