@@ -11,7 +11,7 @@ import pandas as pd
 
 from psheads import RopeLens, frequency_profile, load_pretrained, score_heads
 from psheads.reproduction.references import PAPER_B_FREQUENCY_ID
-from psheads.reproduction.report import learned_at
+from psheads.results.analysis import learned_at
 
 
 def main() -> None:

@@ -143,6 +143,17 @@ def list_items(value: Any) -> list | None:
     return None
 
 
+def plain_ints(items: Any) -> list[int] | None:
+    """The items as plain ints, or None when one of them is not an int (a bool, a float, a string …)."""
+    plain = []
+    for entry in items:
+        what, v = kind(entry)
+        if what != "int":
+            return None
+        plain.append(v)
+    return plain
+
+
 def index_list(value: Any, item: Callable[[int], str], norm: Callable[[int], int] = lambda v: v, *,
                none: str = ACCEPT, empty: str = REFUSE, repeated: str = REFUSE) -> tuple[str, Any]:
     """A list of int indices; ``item(v)`` judges one, ``norm`` maps it to what it denotes."""
@@ -151,12 +162,9 @@ def index_list(value: Any, item: Callable[[int], str], norm: Callable[[int], int
     items = list_items(value)
     if items is None:
         return REFUSE, None  # a bare number, a string, a 2-d array …
-    plain = []
-    for entry in items:
-        what, v = kind(entry)
-        if what != "int":
-            return REFUSE, None
-        plain.append(v)
+    plain = plain_ints(items)
+    if plain is None:
+        return REFUSE, None
     verdicts = [item(v) for v in plain]
     if REFUSE in verdicts:
         return REFUSE, None
@@ -234,12 +242,9 @@ def tokens_arg(value: Any, *, ragged: bool) -> tuple[str, Any]:
                 continue
             if not isinstance(row, (list, tuple)) or not row:
                 return REFUSE, None
-            plain = []
-            for item in row:
-                what, v = kind(item)
-                if what != "int":
-                    return REFUSE, None
-                plain.append(v)
+            plain = plain_ints(row)
+            if plain is None:
+                return REFUSE, None
             rows.append(plain)
         if rows is None:
             return (REFUSE if any(not isinstance(r, (str, list, tuple, torch.Tensor)) for r in raw_rows) else EITHER), None
@@ -384,12 +389,9 @@ def query_part(value: Any, n_prompts: int) -> tuple[str, Any]:
     items = list_items(value)
     if items is None or isinstance(value, range):
         return REFUSE, None
-    plain = []
-    for entry in items:
-        what, v = kind(entry)
-        if what != "int":
-            return REFUSE, None
-        plain.append(v)
+    plain = plain_ints(items)
+    if plain is None:
+        return REFUSE, None
     return (ACCEPT, tuple(plain)) if len(plain) == n_prompts else (REFUSE, None)
 
 
@@ -496,7 +498,7 @@ def check_scores(frame: Any, plain: dict, n_prompts: int) -> None:
         assert sorted(frame["prompt"].unique().tolist()) == list(range(n_prompts)), "prompt column"
     for column in ("positional", "symbolic", "entropy"):
         assert_unit_interval(frame[column], column)
-    assert set(frame["label"]) <= set(psheads.scoring.LABELS) - {"non-finite"}, f"labels {set(frame['label'])}"
+    assert set(frame["label"]) <= set(schema.LABEL_ORDER) - {"non-finite"}, f"labels {set(frame['label'])}"
     assert_plain_config(frame.attrs)
 
 

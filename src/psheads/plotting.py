@@ -20,7 +20,6 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from psheads.interface.reprs import layer_text
-from psheads.measure.methods import LABELS
 from psheads.results import analysis, schema
 
 __all__ = [
@@ -226,7 +225,7 @@ def score_plane(frame: pd.DataFrame, gamma: float | None = None, *, labels: bool
         figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name, hoverinfo="skip",
                                     line={"color": "#444444", "dash": "dash", "width": 1.2}))
     text = _head_text(frame)
-    order = [name for name in LABELS if name in set(frame["label"])]
+    order = [name for name in schema.LABEL_ORDER if name in set(frame["label"])]
     order += sorted(set(frame["label"].astype(str)) - set(order))
     for name in order:
         part = frame[frame["label"] == name]
@@ -321,9 +320,9 @@ def pure_head_counts(dynamics: pd.DataFrame, labels: Sequence[str] = ("positiona
     """
     _check(dynamics, schema.DYNAMICS, ["step", "layer", "head", "label"], "pure_head_counts")
     labels = [labels] if isinstance(labels, str) else list(labels)
-    unknown = [name for name in labels if name not in LABELS]
+    unknown = [name for name in labels if name not in schema.LABEL_ORDER]
     if unknown or not labels:
-        raise ValueError(f"labels must be a non-empty list of {list(LABELS)}, got {labels!r}.")
+        raise ValueError(f"labels must be a non-empty list of {list(schema.LABEL_ORDER)}, got {labels!r}.")
     panels, figure = _panels(dynamics)
     top = 0
     for col, (_, part) in enumerate(panels, start=1):

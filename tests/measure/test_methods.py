@@ -12,6 +12,7 @@ import torch
 import psheads
 from psheads.measure import engine, methods
 from psheads.measure.engine import KeyLogits
+from psheads.results import schema
 
 
 def from_matrix(M: torch.Tensor, other: torch.Tensor, softcap: float | None = None) -> KeyLogits:
@@ -221,4 +222,4 @@ def test_entropy_is_normalised() -> None:
 def test_labels_are_ordered_by_the_rule() -> None:
     frame = pd.DataFrame({"positional": [0.95, 0.5, 0.05, 0.95, float("nan")],
                           "symbolic": [0.05, 0.5, 0.95, 0.95, 0.5]})
-    assert [methods.label(p, s) for p, s in zip(frame.positional, frame.symbolic)] == list(methods.LABELS)
+    assert [methods.label(p, s) for p, s in zip(frame.positional, frame.symbolic)] == list(schema.LABEL_ORDER)

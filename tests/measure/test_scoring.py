@@ -7,8 +7,9 @@ import pytest
 import torch
 
 import psheads
-from psheads.measure import engine, scoring
+from psheads.measure import engine
 from psheads.measure.prompts import PromptOptions, prepare_prompts
+from psheads.results import schema
 from tests import oracle
 
 # numerically sensitive: every test runs at 1 and 2 torch threads (see conftest.torch_threads)
@@ -62,7 +63,7 @@ def test_reduced_frame_schema_and_attrs(model_factory, tmp_path) -> None:
                                    "symbolic_std", "entropy", "n_prompts", "label"]
     assert len(frame) == 2 * 4 and (frame["n_prompts"] == 5).all()
     assert frame["kv_head"].tolist() == [0, 0, 1, 1] * 2
-    assert set(frame["label"]) <= set(scoring.LABELS)
+    assert set(frame["label"]) <= set(schema.LABEL_ORDER)
     assert ((frame["entropy"] >= 0) & (frame["entropy"] <= 1 + 1e-12)).all()
     per_prompt = psheads.score_heads(lens, tokens, batch_size=3, reduce=False)
     grouped = per_prompt.groupby(["layer", "head"])

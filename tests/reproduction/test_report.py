@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 import psheads
@@ -17,34 +16,6 @@ from psheads.reproduction.references import PUBLISHED
 pytestmark = pytest.mark.usefixtures("torch_threads")
 
 SMALL = {"prompts": 32, "check_prompts": 32, "theory_prompts": 32, "check_lengths": (17, 65)}
-
-
-def _dynamics(labels: dict[int, list[str]], accuracy: dict[int, list[float]]) -> pd.DataFrame:
-    """A dynamics table: ``labels[step]`` per layer, ``accuracy[step]`` per hop count."""
-    rows = []
-    for step, layer_labels in labels.items():
-        for layer, label in enumerate(layer_labels):
-            row = {"step": step, "layer": layer, "head": 0, "label": label}
-            row.update({f"accuracy_{h + 1}": a for h, a in enumerate(accuracy[step])})
-            rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def test_rules_on_a_hand_built_table() -> None:
-    table = _dynamics(
-        {500: ["uniform", "positional", "mixed"], 1000: ["positional", "mixed", "symbolic"],
-         1500: ["positional", "positional", "symbolic"]},
-        {500: [0.5, 0.1], 1000: [0.95, 0.5], 1500: [1.0, 0.92]},
-    )
-    assert report.learned_at(table) == {"1": 1000, "2": 1500}
-    assert report.learned_at(table, threshold=0.99) == {"1": 1500, "2": None}
-    assert report.pure_layers(table, "positional") == [0, 1]
-    assert report.first_pure(table, "positional") == {0: 1000, 1: 1500}  # layer 1 lost the label at 1000
-    assert report.first_pure(table, "symbolic") == {2: 1000}
-    long = report.hop_accuracy(table)
-    assert set(long.columns) == {"step", "hops", "accuracy"} and len(long) == 6
-    curve = pd.DataFrame({"length": [17, 33, 65, 129], "hops": "all", "accuracy": [1.0, 0.95, 0.7, 0.92]})
-    assert report.longest_ready(curve) == 33  # stops at the first drop, even if it recovers later
 
 
 def test_config_validates(tmp_path: Path) -> None:

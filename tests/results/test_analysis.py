@@ -309,3 +309,31 @@ def test_on_a_tiny_gemma3(model_factory) -> None:
     assert set(frequency["plane"]) == set(range(1, n_planes + 1))
     bands = analysis.band_summary(per_plane, bands=2)
     assert bands["n"].sum() == 2 * len(per_plane[per_plane["plane"] > 0])  # two score columns
+
+
+def _dynamics(labels: dict[int, list[str]], accuracy: dict[int, list[float]]) -> pd.DataFrame:
+    """A dynamics table: ``labels[step]`` per layer, ``accuracy[step]`` per hop count."""
+    rows = []
+    for step, layer_labels in labels.items():
+        for layer, label in enumerate(layer_labels):
+            row = {"step": step, "layer": layer, "head": 0, "label": label}
+            row.update({f"accuracy_{h + 1}": a for h, a in enumerate(accuracy[step])})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def test_dynamics_rules_on_a_hand_built_table() -> None:
+    table = _dynamics(
+        {500: ["uniform", "positional", "mixed"], 1000: ["positional", "mixed", "symbolic"],
+         1500: ["positional", "positional", "symbolic"]},
+        {500: [0.5, 0.1], 1000: [0.95, 0.5], 1500: [1.0, 0.92]},
+    )
+    assert analysis.learned_at(table) == {"1": 1000, "2": 1500}
+    assert analysis.learned_at(table, threshold=0.99) == {"1": 1500, "2": None}
+    assert analysis.pure_layers(table, "positional") == [0, 1]
+    assert analysis.first_pure(table, "positional") == {0: 1000, 1: 1500}  # layer 1 lost the label at 1000
+    assert analysis.first_pure(table, "symbolic") == {2: 1000}
+    long = analysis.hop_accuracy(table)
+    assert set(long.columns) == {"step", "hops", "accuracy"} and len(long) == 6
+    curve = pd.DataFrame({"length": [17, 33, 65, 129], "hops": "all", "accuracy": [1.0, 0.95, 0.7, 0.92]})
+    assert analysis.longest_ready(curve) == 33  # stops at the first drop, even if it recovers later

@@ -41,7 +41,6 @@ from psheads.interface import validation
 from psheads.interface.config import from_known_fields
 from psheads.interface.progress import progress_bar
 from psheads.measure.evaluation import batch_accuracy, last_logits, task_for_model
-from psheads.measure.scoring import versions
 from psheads.results import schema
 from psheads.rope.backends import HookSite, preserved_state
 from psheads.rope.lens import RopeLens, as_lens
@@ -305,5 +304,5 @@ def ablate(model_or_lens: Any, task: Task | str, interventions: Iterable[Interve
     frame.attrs = {"task": task.name, "task_options": {k: v for k, v in options.items() if k != "name"}, "n": n,
                    "seed": seed, "batch_size": batch_size, "interventions": [each.to_dict() for each in chosen],
                    "head_ablation": HEAD_ABLATION, "model": lens.backend.model_name, "backend": lens.backend.kind,
-                   "versions": versions()}
+                   "versions": schema.versions()}
     return frame

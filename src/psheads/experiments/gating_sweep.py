@@ -311,6 +311,5 @@ def gating_sweep(config: SweepConfig | None = None, progress: bool | None = None
     frame = pd.concat([cell.drop(columns="_seconds") for cell in frames], ignore_index=True)
     frame.attrs = {"config": config.to_dict(), "bands": {band: planes_text(config.planes(band)) for band in config.bands},
                    "cells": seconds, "seconds": time.perf_counter() - began, "workers": workers, "threads": threads,
-                   "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                                "pandas": pd.__version__}}
+                   "versions": schema.versions()}
     return frame

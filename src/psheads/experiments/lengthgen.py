@@ -26,7 +26,6 @@ import torch
 from psheads.interface import validation
 from psheads.interface.progress import progress_bar
 from psheads.measure.evaluation import batch_accuracy, check_model, task_for_model
-from psheads.measure.scoring import versions
 from psheads.results import schema
 from psheads.rope.backends import context_length, preserved_state
 from psheads.tasks import Task, answer_ids, at_length, checked_batch
@@ -156,5 +155,5 @@ def length_generalization(model: torch.nn.Module, task: Task | str, lengths: Ite
     frame.attrs = {"task": task.name, "task_options": options, "lengths": sizes, "n": n, "seed": seed,
                    "token_budget": token_budget, "answers": answers, "n_candidates": n_candidates,
                    "prompts_per_forward": per_forward, "seconds": seconds, "context": context,
-                   "versions": versions()}
+                   "versions": schema.versions()}
     return schema.tag_model(frame, model_name)

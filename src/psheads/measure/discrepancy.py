@@ -45,7 +45,6 @@ from torch import Tensor
 from psheads.interface import validation
 from psheads.interface.progress import progress_bar
 from psheads.measure.engine import CHUNK_BYTES
-from psheads.measure.scoring import versions
 from psheads.results import schema
 from psheads.rope import geometry
 from psheads.rope.inputs import check_tokens, layer_indices
@@ -173,7 +172,7 @@ def discrepancy(model: Any, task: Task | str, lengths: Iterable[int] | None = No
         "model": lens.backend.model_name,
         "backend": lens.backend.kind,
         "dtype": str(lens.backend.dtype),
-        "versions": versions(),
+        "versions": schema.versions(),
     })
     return schema.tag_model(frame, model_name)
 

@@ -48,10 +48,8 @@ from psheads.interface import validation
 from psheads.measure import engine
 from psheads.measure.engine import KeyLogits
 from psheads.measure.prompts import PromptConfig, PromptOptions
-from psheads.results import schema
 from psheads.rope import geometry
 
-LABELS = schema.LABEL_ORDER
 NONFINITE = ("raise", "nan")
 _FP64_RESOLUTION = 2.0**-53
 

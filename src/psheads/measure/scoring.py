@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import logging
 import warnings
-from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,6 @@ from psheads.interface import validation
 from psheads.measure import engine
 from psheads.measure.engine import KeyLogits
 from psheads.measure.methods import (
-    LABELS,
     ScoreConfig,
     ScoreMethod,
     base_attention,
@@ -41,23 +39,7 @@ from psheads.rope.lens import as_lens
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LABELS", "ScoreConfig", "label", "score_heads", "swap_attention"]
-
-
-@functools.lru_cache(maxsize=1)
-def _installed_versions() -> tuple[tuple[str, str], ...]:
-    out = []
-    for package in ("psheads", "torch", "transformer-lens", "transformers", "pandas"):
-        try:
-            out.append((package, metadata.version(package)))
-        except metadata.PackageNotFoundError:
-            out.append((package, "not installed"))
-    return tuple(out)
-
-
-def versions() -> dict[str, str]:
-    """Installed versions of psheads and the packages its numbers depend on (read once)."""
-    return dict(_installed_versions())
+__all__ = ["ScoreConfig", "label", "score_heads", "swap_attention"]
 
 
 def _measure(method: ScoreMethod, config: ScoreConfig, logits: KeyLogits) -> dict[str, Tensor]:
@@ -132,7 +114,7 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
         "backend": lens.backend.kind,
         "dtype": str(lens.backend.dtype),
         "n_prompts": len(prepared),
-        "versions": versions(),
+        "versions": schema.versions(),
     })
     return schema.tag_model(frame, model_name)
 

@@ -36,7 +36,7 @@ from psheads.interface.progress import progress_bar
 from psheads.interface.reprs import layer_text
 from psheads.models.zoo import Pretrained
 from psheads.reproduction.references import PAPER_A, PAPER_B, PUBLISHED, Published
-from psheads.results import schema
+from psheads.results import analysis, schema
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,6 @@ Verdict = Literal["reproduces", "partly", "does not reproduce", "not measured"]
 VERDICT_COLORS = {"reproduces": "#1a7f37", "partly": "#9a6700", "does not reproduce": "#cf222e",
                   "not measured": "#57606a"}
 TASKS = ("number", "letter")
-READY = 0.9  # accuracy at which a hop count counts as learned, and the letter model's length threshold
 
 
 @dataclass(frozen=True)
@@ -211,47 +210,12 @@ def _not_measured(key: str, why: str) -> Claim:
 # ------------------------------------------------------------------------------- training runs
 
 
-def hop_accuracy(dynamics: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy per checkpoint and hop count from a dynamics table: ``step, hops, accuracy``."""
-    wide = dynamics.drop_duplicates("step").set_index("step")
-    columns = sorted(c for c in wide.columns if c.startswith("accuracy_") and c != "accuracy_all")
-    long = wide[columns].rename(columns=lambda c: c.removeprefix("accuracy_")).reset_index()
-    return long.melt(id_vars="step", var_name="hops", value_name="accuracy")
-
-
-def learned_at(dynamics: pd.DataFrame, threshold: float = READY) -> dict[str, int | None]:
-    """Per hop count: the first checkpoint whose accuracy reaches ``threshold`` (None: never)."""
-    out: dict[str, int | None] = {}
-    for hops, rows in hop_accuracy(dynamics).groupby("hops", sort=True):
-        reached = rows.loc[rows["accuracy"] >= threshold, "step"]
-        out[str(hops)] = int(reached.min()) if len(reached) else None
-    return out
-
-
-def pure_layers(dynamics: pd.DataFrame, label: str) -> list[int]:
-    """Layers whose heads all carry ``label`` at the last checkpoint."""
-    final = dynamics[dynamics["step"] == dynamics["step"].max()]
-    pure = final.groupby("layer")["label"].agg(lambda labels: bool((labels.astype(str) == label).all()))
-    return [int(layer) for layer in pure.index[pure]]
-
-
-def first_pure(dynamics: pd.DataFrame, label: str) -> dict[int, int]:
-    """Per layer that ends with ``label``: the first checkpoint from which it keeps it."""
-    out = {}
-    for layer in pure_layers(dynamics, label):
-        rows = dynamics[dynamics["layer"] == layer].groupby("step")["label"].agg(
-            lambda labels: bool((labels.astype(str) == label).all())).sort_index()
-        broken = rows.index[~rows.to_numpy()]
-        out[layer] = int(rows.index[rows.index > broken.max()].min()) if len(broken) else int(rows.index.min())
-    return out
-
-
 def _learning_order(runs: list[Run]) -> tuple[Claim, Claim]:
     number = [run for run in runs if run.task == "number"]
     letter = [run for run in runs if run.task == "letter"]
 
     def steps(run: Run) -> list[int | None]:
-        return list(learned_at(run.dynamics).values())
+        return list(analysis.learned_at(run.dynamics).values())
 
     def text(run: Run) -> str:
         return f"seed {run.seed}: " + " / ".join("never" if s is None else str(s) for s in steps(run))
@@ -261,7 +225,7 @@ def _learning_order(runs: list[Run]) -> tuple[Claim, Claim]:
                         else "does not reproduce")
     first = Claim(PUBLISHED["number_hop_by_hop"], "first step with ≥ 90% accuracy for 1 / 2 / 3 / 4 hops: "
                   + "; ".join(text(r) for r in number), verdict,
-                  f"Rule: every hop count reaches {READY:.0%}, in hop order, 1 hop strictly before 4 hops; "
+                  f"Rule: every hop count reaches {analysis.READY:.0%}, in hop order, 1 hop strictly before 4 hops; "
                   f"{len(staircase)} of {len(number)} seeds do.")
     spreads = []
     for run in letter:
@@ -272,7 +236,7 @@ def _learning_order(runs: list[Run]) -> tuple[Claim, Claim]:
     verdict = "reproduces" if len(close) == len(letter) else "partly" if close else "does not reproduce"
     second = Claim(PUBLISHED["letter_at_once"], "first step with ≥ 90% accuracy for 1 / 2 / 3 / 4 hops: "
                    + "; ".join(text(r) for r in letter), verdict,
-                   f"Rule: every hop count reaches {READY:.0%} within one checkpoint interval ({checkpoint} steps) "
+                   f"Rule: every hop count reaches {analysis.READY:.0%} within one checkpoint interval ({checkpoint} steps) "
                    f"of the first; {len(close)} of {len(letter)} seeds do.")
     return first, second
 
@@ -283,19 +247,19 @@ def _placement(runs: list[Run]) -> tuple[Claim, Claim]:
     start = PUBLISHED["number_positional_from_l5"].value
     firsts = []
     for run in number:
-        order = first_pure(run.dynamics, "positional")
+        order = analysis.first_pure(run.dynamics, "positional")
         earliest = min(order.values()) if order else None
         firsts.append([layer for layer, step in order.items() if step == earliest])
     hits = [f for f in firsts if start in f]
-    measured = "; ".join(f"seed {r.seed}: pure positional layers {layer_text(pure_layers(r.dynamics, 'positional'))}"
+    measured = "; ".join(f"seed {r.seed}: pure positional layers {layer_text(analysis.pure_layers(r.dynamics, 'positional'))}"
                          f" (first: {layer_text(f)})" for r, f in zip(number, firsts))
     verdict: Verdict = "reproduces" if len(hits) == len(number) else "partly" if hits else "does not reproduce"
     first = Claim(PUBLISHED["number_positional_from_l5"], measured, verdict,
                   f"Rule: layer {start} is among the first layers to become pure positional (and stay so); "
                   f"{len(hits)} of {len(number)} seeds.")
     wanted = set(PUBLISHED["letter_symbolic_1_11"].value)
-    shares = [len(wanted & set(pure_layers(r.dynamics, "symbolic"))) / len(wanted) for r in letter]
-    measured = "; ".join(f"seed {r.seed}: pure symbolic layers {layer_text(pure_layers(r.dynamics, 'symbolic'))}"
+    shares = [len(wanted & set(analysis.pure_layers(r.dynamics, "symbolic"))) / len(wanted) for r in letter]
+    measured = "; ".join(f"seed {r.seed}: pure symbolic layers {layer_text(analysis.pure_layers(r.dynamics, 'symbolic'))}"
                          for r in letter)
     verdict = ("reproduces" if shares and min(shares) == 1 else "partly" if shares and min(shares) >= 0.5
                else "does not reproduce")
@@ -313,9 +277,9 @@ def seeds_table(runs: list[Run]) -> pd.DataFrame:
         n = run.final_accuracy.set_index(run.final_accuracy["hops"].astype(str))["n"]
         row = {"task": run.task, "seed": run.seed, "accuracy": float(final.get("all", np.nan)),
                "test prompts": int(n.get("all", 0)),
-               "pure positional layers": layer_text(pure_layers(run.dynamics, "positional")),
-               "pure symbolic layers": layer_text(pure_layers(run.dynamics, "symbolic"))}
-        row.update({f"{hops} hop learned at": step for hops, step in learned_at(run.dynamics).items()})
+               "pure positional layers": layer_text(analysis.pure_layers(run.dynamics, "positional")),
+               "pure symbolic layers": layer_text(analysis.pure_layers(run.dynamics, "symbolic"))}
+        row.update({f"{hops} hop learned at": step for hops, step in analysis.learned_at(run.dynamics).items()})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -331,7 +295,7 @@ def learning_section(runs: list[Run], config: ReportConfig) -> Section:
         if run.shipped is None:
             continue
         section.figures.append((f"{run.task}: accuracy per hop over training",
-                                plotting.accuracy_by_hops(hop_accuracy(run.dynamics))))
+                                plotting.accuracy_by_hops(analysis.hop_accuracy(run.dynamics))))
         section.figures.append((f"{run.task}: per-layer scores and attention entropy over training",
                                 plotting.learning_dynamics(run.dynamics, columns=("positional", "symbolic", "entropy"))))
         section.figures.append((f"{run.task}: pure heads over training", plotting.pure_head_counts(run.dynamics)))
@@ -433,14 +397,6 @@ def frequency_section(runs: list[Run], config: ReportConfig) -> Section:
 # ---------------------------------------------------------------------------- length generalization
 
 
-def longest_ready(frame: pd.DataFrame, threshold: float = READY) -> int | None:
-    """The longest prompt length up to which accuracy (all hops) stays ≥ ``threshold``."""
-    rows = frame[frame["hops"].astype(str) == "all"].sort_values("length")
-    below = rows.loc[rows["accuracy"] < threshold, "length"]
-    kept = rows.loc[rows["length"] < below.min(), "length"] if len(below) else rows["length"]
-    return int(kept.max()) if len(kept) else None
-
-
 def length_section(runs: list[Run], config: ReportConfig) -> Section:
     section = Section("length", "Length generalization and discrepancy (paper B, figure 5)",
                       "Accuracy against prompt length from the shipped curves (512 prompts per length), re-measured "
@@ -469,7 +425,7 @@ def length_section(runs: list[Run], config: ReportConfig) -> Section:
         return section
     stacked = pd.concat(curves, ignore_index=True)
     section.figures.append(("Accuracy against prompt length", plotting.accuracy_vs_length(stacked)))
-    reach = {task: longest_ready(stacked[stacked["model"] == task]) for task in TASKS}
+    reach = {task: analysis.longest_ready(stacked[stacked["model"] == task]) for task in TASKS}
     target = PUBLISHED["letter_length"].value
     letter, number = reach["letter"] or 0, reach["number"] or 0
     verdict: Verdict = "reproduces" if letter >= 0.8 * target else "partly" if letter > 2 * number else \
@@ -493,9 +449,9 @@ def length_section(runs: list[Run], config: ReportConfig) -> Section:
                             plotting.discrepancy_vs_length(margins)))
     last = margins[margins["length"] == margins["length"].max()]
     positional = last[(last["model"] == "number")
-                      & last["layer"].isin(pure_layers(shipped_runs["number"].dynamics, "positional"))]
+                      & last["layer"].isin(analysis.pure_layers(shipped_runs["number"].dynamics, "positional"))]
     symbolic = margins[(margins["model"] == "letter")
-                       & margins["layer"].isin(pure_layers(shipped_runs["letter"].dynamics, "symbolic"))]
+                       & margins["layer"].isin(analysis.pure_layers(shipped_runs["letter"].dynamics, "symbolic"))]
     shrunk = int((positional["normalised"] <= 0).sum())
     kept = symbolic.groupby("layer")["normalised"].min()
     kept_positive = int((kept > 0).sum())
@@ -646,13 +602,12 @@ def context(config: ReportConfig) -> dict[str, Any]:
     """Configuration, versions and machine the report ran on."""
     import torch
 
-    from psheads.measure.scoring import versions
-
+    
     return {
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
         "data folder": str(config.data_folder),
         "date (UTC)": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
-        "versions": {"python": platform.python_version(), **versions()},
+        "versions": {"python": platform.python_version(), **schema.versions()},
         "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                     "cpus": os.cpu_count(), "torch threads": torch.get_num_threads(),
                     "cuda": torch.cuda.is_available()},

@@ -13,6 +13,8 @@ can be concatenated with a column telling them apart and summarised together thr
   frequency ID and per frequency band.
 - ``layer_kinds`` and ``add_layer_kind``: which layers are local (sliding window) or global, read
   from a ``RopeLens``'s geometry or given as a list.
+- Learning dynamics (a ``dynamics.csv`` table) and length curves: ``hop_accuracy``,
+  ``learned_at``, ``pure_layers``, ``first_pure`` and ``longest_ready``.
 
 Medians and quantiles skip NaN scores (heads labelled ``non-finite``); ``n`` counts the finite
 values each row summarises.
@@ -572,15 +574,18 @@ def add_frequency_band(scores: pd.DataFrame, bands: int | Mapping[str, tuple[int
     return out
 
 
-def _per_plane(scores: pd.DataFrame, what: str, columns: tuple[str, ...], by: tuple[str, ...],
-               unrotated: bool) -> pd.DataFrame:
-    frame = check_scores(scores, what, columns, by, per_plane=True)
-    if not unrotated:
+def _per_plane(scores: pd.DataFrame, what: str, columns: Any, by: Any, quantiles: Any,
+               unrotated: Any) -> tuple[pd.DataFrame, tuple[str, ...], tuple[str, ...], tuple[float, float]]:
+    """The checked arguments of a per-plane summary: (rows to summarise, columns, by, quantiles)."""
+    columns, by = column_names(columns, "columns"), column_names(by, "by")
+    q = _quantiles(quantiles)
+    frame = check_scores(scores, what, columns, [name for name in by if name != "layer"], per_plane=True)
+    if not validation.boolean(unrotated, "unrotated"):
         frame = frame[frame["plane"] > 0]
         if frame.empty:
             raise ValueError(f"{what}: the frame has no rotated planes (plane > 0); pass unrotated=True to keep "
                              "plane 0.")
-    return frame
+    return frame, columns, by, q
 
 
 def frequency_summary(scores: pd.DataFrame, *, columns: Sequence[str] = SCORE_COLUMNS,
@@ -605,10 +610,7 @@ def frequency_summary(scores: pd.DataFrame, *, columns: Sequence[str] = SCORE_CO
         ``theta_max`` show whether it varies), ``period`` (2π/θ in tokens), ``band``, ``n``,
         ``mean``, ``median``, the two quantiles, ``min``, ``max``.
     """
-    columns, by = column_names(columns, "columns"), column_names(by, "by")
-    q = _quantiles(quantiles)
-    unrotated = validation.boolean(unrotated, "unrotated")
-    frame = _per_plane(scores, "frequency_summary", columns, [name for name in by if name != "layer"], unrotated)
+    frame, columns, by, q = _per_plane(scores, "frequency_summary", columns, by, quantiles, unrotated)
     rows = []
     for key, part in frame.groupby([*by, "plane"], sort=True):
         key = key if isinstance(key, tuple) else (key,)
@@ -648,10 +650,7 @@ def band_summary(scores: pd.DataFrame, *, columns: Sequence[str] = SCORE_COLUMNS
         as text), ``n`` (rows with a finite score), ``mean``, ``median``, the two quantiles,
         ``min``, ``max``. Planes outside every named band are left out.
     """
-    columns, by = column_names(columns, "columns"), column_names(by, "by")
-    q = _quantiles(quantiles)
-    unrotated = validation.boolean(unrotated, "unrotated")
-    frame = _per_plane(scores, "band_summary", columns, [name for name in by if name != "layer"], unrotated)
+    frame, columns, by, q = _per_plane(scores, "band_summary", columns, by, quantiles, unrotated)
     frame = add_frequency_band(frame, bands=bands, period_edges=period_edges)
     frame = frame[frame["band_index"] > 0]
     rows = []
@@ -664,3 +663,51 @@ def band_summary(scores: pd.DataFrame, *, columns: Sequence[str] = SCORE_COLUMNS
     out = pd.DataFrame(rows)
     out.attrs["quantiles"] = q
     return out
+
+
+# --- learning dynamics and length curves -----------------------------------------------------------
+READY = 0.9
+"""Accuracy at which a hop count counts as learned, and a length as still solved."""
+
+
+def hop_accuracy(dynamics: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy per checkpoint and hop count from a dynamics table: ``step, hops, accuracy``."""
+    wide = dynamics.drop_duplicates("step").set_index("step")
+    columns = sorted(c for c in wide.columns if c.startswith("accuracy_") and c != "accuracy_all")
+    long = wide[columns].rename(columns=lambda c: c.removeprefix("accuracy_")).reset_index()
+    return long.melt(id_vars="step", var_name="hops", value_name="accuracy")
+
+
+def learned_at(dynamics: pd.DataFrame, threshold: float = READY) -> dict[str, int | None]:
+    """Per hop count: the first checkpoint whose accuracy reaches ``threshold`` (None: never)."""
+    out: dict[str, int | None] = {}
+    for hops, rows in hop_accuracy(dynamics).groupby("hops", sort=True):
+        reached = rows.loc[rows["accuracy"] >= threshold, "step"]
+        out[str(hops)] = int(reached.min()) if len(reached) else None
+    return out
+
+
+def pure_layers(dynamics: pd.DataFrame, label: str) -> list[int]:
+    """Layers whose heads all carry ``label`` at the last checkpoint."""
+    final = dynamics[dynamics["step"] == dynamics["step"].max()]
+    pure = final.groupby("layer")["label"].agg(lambda labels: bool((labels.astype(str) == label).all()))
+    return [int(layer) for layer in pure.index[pure]]
+
+
+def first_pure(dynamics: pd.DataFrame, label: str) -> dict[int, int]:
+    """Per layer that ends with ``label``: the first checkpoint from which it keeps it."""
+    out = {}
+    for layer in pure_layers(dynamics, label):
+        rows = dynamics[dynamics["layer"] == layer].groupby("step")["label"].agg(
+            lambda labels: bool((labels.astype(str) == label).all())).sort_index()
+        broken = rows.index[~rows.to_numpy()]
+        out[layer] = int(rows.index[rows.index > broken.max()].min()) if len(broken) else int(rows.index.min())
+    return out
+
+
+def longest_ready(frame: pd.DataFrame, threshold: float = READY) -> int | None:
+    """The longest prompt length up to which accuracy (all hops) stays ≥ ``threshold``."""
+    rows = frame[frame["hops"].astype(str) == "all"].sort_values("length")
+    below = rows.loc[rows["accuracy"] < threshold, "length"]
+    kept = rows.loc[rows["length"] < below.min(), "length"] if len(below) else rows["length"]
+    return int(kept.max()) if len(kept) else None

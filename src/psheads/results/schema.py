@@ -10,7 +10,9 @@ several models concatenate; the head ``label`` is an ordered categorical (``LABE
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from importlib import metadata
 
 import pandas as pd
 
@@ -252,3 +254,20 @@ GATING_SWEEP = FrameSchema("gating_sweep", (
                                                               "symbolic_std", "label")),
 ))
 """``psheads.experiments.gating_sweep.gating_sweep``: one row per task, band, seed, layer and head (``docs/data/gating_sweep.csv``)."""
+
+
+# --- provenance ------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=1)
+def _installed_versions() -> tuple[tuple[str, str], ...]:
+    out = []
+    for package in ("psheads", "torch", "transformer-lens", "transformers", "pandas"):
+        try:
+            out.append((package, metadata.version(package)))
+        except metadata.PackageNotFoundError:
+            out.append((package, "not installed"))
+    return tuple(out)
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of psheads and the packages its numbers depend on (read once)."""
+    return dict(_installed_versions())
