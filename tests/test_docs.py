@@ -241,3 +241,14 @@ def test_the_api_page_lists_every_frame_schema() -> None:
     text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     names = sorted(name for name, value in vars(schema).items() if isinstance(value, schema.FrameSchema))
     assert sorted(re.findall(r"<!-- schema: ([A-Z_]+) -->", text)) == names
+
+
+def test_every_test_the_docs_name_exists() -> None:
+    """``tests/…py::test_name`` references in the docs point at a file and a function that exist."""
+    missing = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for path, name in re.findall(r"(tests/[\w/]+\.py)(?:::(\w+))?", page.read_text()):
+            target = ROOT / path
+            if not target.is_file() or (name and not re.search(rf"^def {name}\(", target.read_text(), re.M)):
+                missing.append(f"{page.name}: {path}{'::' + name if name else ''}")
+    assert not missing, "\n".join(missing)
