@@ -15,7 +15,7 @@ import transformers
 
 import psheads
 from psheads.rope import geometry
-from psheads.rope.layer import pattern_error
+from psheads.rope.layer import check_pattern
 
 SKIP = os.environ.get("PSHEADS_SKIP_REAL_LLM") == "1"
 LOCAL, GLOBAL = 4, 5  # Gemma 3: five sliding-window (base 1e4) layers, then one global (base 1e6)
@@ -91,7 +91,8 @@ def test_tables_match_hf_for_both_bases(gemma, lens, text_tokens) -> None:
         torch.testing.assert_close(captures[layer].sin, sin[0].float(), atol=1e-6, rtol=0)
         theta = 1.0 / base ** (torch.arange(0, 256, 2, dtype=torch.float64) / 256)
         torch.testing.assert_close(lens.layers[layer].theta, theta, atol=1e-6, rtol=1e-6)
-        assert pattern_error(lens.layers[layer], captures[layer]) <= 1e-5
+        check = check_pattern(lens.layers[layer], captures[layer], torch.float32)
+        assert check.error <= 1e-5 and check.worst <= 1
 
 
 def test_scores_profiles_gating_and_plane_hooks_work(gemma, lens, text_tokens) -> None:

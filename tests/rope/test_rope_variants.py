@@ -28,8 +28,7 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 import psheads
 from psheads.rope import geometry
-from psheads.rope.layer import pattern_error
-from psheads.rope.lens import SELF_CHECK_TOLERANCE
+from psheads.rope.layer import check_pattern
 from tests import helpers
 
 SHORT = 16
@@ -146,6 +145,11 @@ def plain_tables(n_pos: int, rotary_dim: int, base: float) -> tuple[torch.Tensor
 def full_capture(lens: psheads.RopeLens, tokens: torch.Tensor, layers: list[int]) -> dict:
     """q at every position, k̃, tables and the model's pattern, for :func:`pattern_error`."""
     return lens.backend.capture(tokens, layers, with_pattern=True)
+
+
+def pattern_error(geo, capture) -> float:
+    """Max |Δ| between the pattern rebuilt from the planes and an fp32 model's own."""
+    return check_pattern(geo, capture, torch.float32).error
 
 
 def thetas_of(capture: Any, geo: psheads.LayerGeometry) -> torch.Tensor:
@@ -322,6 +326,10 @@ def test_gemma3_bases_not_swapped(gemma3: tuple[Any, psheads.RopeLens]) -> None:
 
 # --- 3. half precision ------------------------------------------------------------------------
 HALF = [torch.float16, torch.bfloat16]
+HALF_ROW_TOLERANCE = {torch.float16: 5e-3, torch.bfloat16: 3e-2}
+"""Max |Δ| of the attention rows ``frequency_logits`` rebuilds on these tiny models (fp32 products of
+half-precision q and k̃: about 2⁻¹¹ and 2⁻⁸ of logits of order 1, through the softmax); the
+self-check itself uses the derived per-entry bound of ``check_pattern``."""
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=str)
@@ -334,17 +342,17 @@ def test_half_precision(tmp_path_factory: pytest.TempPathFactory, family: str, d
     lens = psheads.RopeLens(model)  # self-check at the dtype's tolerance
     assert [(name, p.dtype) for name, p in model.named_parameters()] == before
 
-    tol = SELF_CHECK_TOLERANCE[dtype]
+    tol = HALF_ROW_TOLERANCE[dtype]
     worst = {}
     for n_pos in (SHORT, LONG):
         tokens = tokens_of(n_pos, batch=1)
         captures = full_capture(lens, tokens, list(range(lens.n_layers)))
         for geo in lens.layers:
             assert captures[geo.layer].q.dtype == torch.float32  # upcast for analysis
-            every_query = pattern_error(geo, captures[geo.layer])
+            check = check_pattern(geo, captures[geo.layer], dtype)
             at_rows = row_errors(model, lens, tokens, geo.layer)
-            worst[(n_pos, geo.layer)] = (every_query, at_rows)
-            assert every_query <= tol, f"{family} {dtype} N={n_pos} layer {geo.layer}: {every_query:.3g} > {tol:g}"
+            worst[(n_pos, geo.layer)] = (check.error, at_rows)
+            assert check.worst <= 1, f"{family} {dtype} N={n_pos} layer {geo.layer}: {check.error:.3g} ({check.worst:.3g})"
             assert at_rows <= tol
     print(f"\n{family} {dtype}: worst |Δpattern| (all queries, frequency_logits rows) = "
           + ", ".join(f"N={n} L{l}: {a:.2e}/{b:.2e}" for (n, l), (a, b) in worst.items()))

@@ -138,6 +138,17 @@ def rotate(
     return x * cos + layout.sign.to(x) * x[..., layout.partner.to(x.device)] * sin
 
 
+def rotation_bound(
+    x: Float[Tensor, "*batch pos d_head"],
+    cos: Float[Tensor, "pos d_head"],
+    sin: Float[Tensor, "pos d_head"],
+    layout: PlaneLayout,
+) -> Float[Tensor, "*batch pos d_head"]:
+    """Componentwise bound on ``|rotate(x)|``: ``|x| · |cos| + |x[partner]| · |sin|``."""
+    magnitude = x.abs()
+    return magnitude * cos.abs() + magnitude[..., layout.partner.to(x.device)] * sin.abs()
+
+
 def plane_thetas(
     cos: Float[Tensor, "pos d_head"], sin: Float[Tensor, "pos d_head"], layout: PlaneLayout
 ) -> tuple[Float[Tensor, " plane"], Float[Tensor, " plane"]]:

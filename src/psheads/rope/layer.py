@@ -226,15 +226,80 @@ def all_query_planes(geo: LayerGeometry, capture: LayerCapture) -> Float[Tensor,
     return planes.permute(0, 2, 3, 1, 4)
 
 
-def pattern_error(geo: LayerGeometry, capture: LayerCapture) -> float:
-    """Max |Δ| between the pattern rebuilt from the planes and the model's own, at every query.
+def unit_roundoff(dtype: torch.dtype) -> float:
+    """u = ε/2 of a float dtype: the largest relative error of one rounding."""
+    return torch.finfo(dtype).eps / 2
+
+
+SOFTMAX_DTYPE = torch.float32
+"""The dtype of the model's softmax: Hugging Face's eager attention takes it in fp32 whatever the
+model's dtype (an fp64 model too); the bound assumes it, which is conservative for a wider one."""
+
+
+def _wider(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a model accumulates its products in: fp32 for half precision."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def logit_error_factor(dtype: torch.dtype, d_head: int) -> float:
+    """γ of the bound |Δlogit| ≤ γ · A + 2u · |logit| on a model's own attention logit (see ``check_pattern``).
+
+    Six roundings in ``dtype`` (rotating q and k: a product, a product and a sum each) and a dot
+    product of ``d_head`` terms accumulated in the wider dtype (a recursive sum's worst case).
+    """
+    return 6 * unit_roundoff(dtype) + (d_head + 2) * unit_roundoff(_wider(dtype))
+
+
+@dataclass(frozen=True)
+class PatternCheck:
+    """How the pattern rebuilt from the planes compares with the model's own on a probe.
+
+    Attributes:
+        error: max |Δ| between the two patterns.
+        worst: max of |Δ| / tolerance over every entry: ≤ 1 means every entry is within what the
+            model's own rounding allows.
+        max_logit: the largest |logit| to a visible key (fp64 rebuild).
+    """
+
+    error: float
+    worst: float
+    max_logit: float
+
+
+def check_pattern(geo: LayerGeometry, capture: LayerCapture, dtype: torch.dtype) -> PatternCheck:
+    """Compare the pattern rebuilt from the planes with the model's own, at every query, entry by entry.
+
+    The model computes each logit in ``dtype`` and its softmax in ``SOFTMAX_DTYPE``, so the model's
+    logit may differ from the exact one (the fp64 rebuild) by ``E = γ · A + (2u + u_s) · |λ|``
+    (+ ``2u · cap`` with soft-capping): ``u`` and ``u_s`` are the unit roundoffs of ``dtype`` and of
+    the softmax, ``γ`` is ``logit_error_factor`` and ``A = scale · Σ_c |q_c|·|k_c|`` bounds the sum
+    of the dot product's terms (rotated components bounded by ``|x|·|cos| + |x_partner|·|sin|``).
+    Logit errors ``ε_k`` with ``|ε_k| ≤ E_k`` move a softmax entry by at most
+    ``p_j · expm1(E_j + max_k E_k)``; the softmax's own rounding and the cast of the pattern to
+    ``dtype`` add ``p_j · (8 u_s + u)``, and an underflowing entry ``finfo(dtype).tiny``. An entry
+    within that tolerance is what the model's arithmetic allows.
 
     ``capture`` must hold q at every position and the model's pattern.
     """
     if capture.pattern is None:
         raise ValueError("The capture holds no attention pattern; capture with with_pattern=True.")
     n_pos = capture.k.shape[1]
-    logits = geometry.soft_cap(all_query_planes(geo, capture).sum(dim=2), geo.softcap)
+    cos, sin = capture.full_tables
+    q = capture.q.double().transpose(1, 2)  # [batch, head, query, d_head]
+    k = head_keys(geo, capture).double().transpose(1, 2)  # [batch, head, key, d_head]
+    magnitude = torch.einsum("bhqd,bhkd->bhqk", geometry.rotation_bound(q, cos, sin, geo.layout),
+                             geometry.rotation_bound(k, cos, sin, geo.layout)) * abs(geo.scale)
+    raw = all_query_planes(geo, capture).sum(dim=2)
+    u, u_softmax = unit_roundoff(dtype), unit_roundoff(SOFTMAX_DTYPE)
+    bound = logit_error_factor(dtype, geo.d_head) * magnitude + (2 * u + u_softmax) * raw.abs()
+    if geo.softcap is not None:
+        bound = bound + 2 * u * geo.softcap  # tanh's slope is at most 1
+    logits = geometry.soft_cap(raw, geo.softcap)
     visible = geometry.visible_keys(torch.arange(n_pos, device=logits.device), n_pos, geo.window)  # [query, key]
+    bound = bound.masked_fill(~visible, 0.0)
     rebuilt = torch.softmax(logits.masked_fill(~visible, float("-inf")), dim=-1)
-    return float((rebuilt - capture.pattern.double()).abs().max())
+    tolerance = rebuilt * (torch.expm1(bound + bound.amax(-1, keepdim=True))
+                           + 8 * u_softmax + u) + torch.finfo(dtype).tiny
+    difference = (rebuilt - capture.pattern.double()).abs()
+    return PatternCheck(error=float(difference.max()), worst=float((difference / tolerance).max()),
+                        max_logit=float(raw.abs().masked_fill(~visible, 0.0).max()))

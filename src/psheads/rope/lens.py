@@ -26,18 +26,12 @@ from psheads.interface import reprs, validation
 from psheads.rope import geometry
 from psheads.rope.backends import Backend, backend_for
 from psheads.rope.inputs import check_tokens, layer_index, layer_indices, query_position
-from psheads.rope.layer import LayerCapture, LayerGeometry, all_query_planes, pattern_error, query_planes
+from psheads.rope.layer import LayerCapture, LayerGeometry, all_query_planes, check_pattern, query_planes
 
 logger = logging.getLogger(__name__)
 
 #: Self-check tolerance on attention probabilities, by the model's dtype. Hugging Face attention
 #: takes its softmax in fp32 even in an fp64 model, so fp64 cannot be held tighter than fp32 is.
-SELF_CHECK_TOLERANCE: dict[torch.dtype, float] = {
-    torch.float64: 1e-6,
-    torch.float32: 1e-5,
-    torch.float16: 5e-3,
-    torch.bfloat16: 3e-2,
-}
 
 #: Checked geometry per live model: ``model -> (backend fingerprint, layers)``. Weak keys, and
 #: values that do not reference the model, so a cached model can still be garbage-collected.
@@ -58,8 +52,8 @@ class RopeLens:
     Args:
         model: a ``TransformerBridge`` or ``HookedTransformer`` using RoPE.
         self_check: rebuild the model's attention pattern from the planes on a probe input and
-            raise ``SelfCheckError`` if they disagree (tolerance by dtype:
-            ``SELF_CHECK_TOLERANCE``).
+            raise ``SelfCheckError`` if an entry differs by more than the model's own rounding
+            allows at its logits (``psheads.rope.layer.check_pattern``).
         probe_length: probe length in tokens (capped at the model's context).
         seed: seed of the random probe tokens.
 
@@ -229,23 +223,31 @@ class RopeLens:
 
     # --- self-check -------------------------------------------------------------------------
     def _self_check(self, captures: dict[int, LayerCapture]) -> None:
-        tolerance = SELF_CHECK_TOLERANCE.get(self.backend.dtype, 1e-5)
+        dtype = self.backend.dtype
+        largest = torch.finfo(dtype).max
         for geo in self.layers:
-            error = pattern_error(geo, captures[geo.layer])
-            logger.debug("self-check layer %d: max |Δpattern| = %.3g", geo.layer, error)
-            if not math.isfinite(error):
+            check = check_pattern(geo, captures[geo.layer], dtype)
+            logger.debug("self-check layer %d: max |Δpattern| = %.3g (%.3g of the tolerance), max |logit| = %.3g",
+                         geo.layer, check.error, check.worst, check.max_logit)
+            if check.worst <= 1:
+                continue
+            unscaled = check.max_logit / abs(geo.scale) if geo.scale else math.inf
+            if math.isfinite(check.max_logit) and max(check.max_logit, unscaled) > largest:
+                raise SelfCheckError(
+                    f"Layer {geo.layer}: an overflow in {dtype}: its attention logits reach {check.max_logit:.3g} "
+                    f"({unscaled:.3g} before the 1/√d scale), beyond {dtype}'s largest value {largest:.3g}, so the "
+                    f"model's own attention is wrong there. Run the model in float32 or bfloat16 "
+                    f"(model.to(torch.float32)).")
+            if not (math.isfinite(check.error) and math.isfinite(check.max_logit)):
                 raise SelfCheckError(
                     f"Layer {geo.layer}: the model's attention on the self-check probe is not finite (inf or NaN), "
-                    f"e.g. an overflow in {self.backend.dtype}; run the model in float32 (model.to(torch.float32))."
-                )
-            if not error <= tolerance:
-                raise SelfCheckError(
-                    f"Layer {geo.layer}: the per-plane logits do not rebuild the model's attention "
-                    f"pattern (max |Δ| = {error:.3g} > {tolerance:g} for {self.backend.dtype}). This "
-                    f"architecture ({type(self.model).__name__} / {self.backend.model_name}) has a "
-                    "quirk psheads does not handle; please report it. Pass self_check=False only if "
-                    "you accept wrong numbers."
-                )
+                    f"e.g. an overflow in {dtype}; run the model in float32 or bfloat16 (model.to(torch.float32)).")
+            raise SelfCheckError(
+                f"Layer {geo.layer}: the per-plane logits do not rebuild the model's attention pattern (max |Δ| = "
+                f"{check.error:.3g}, {check.worst:.3g} times what {dtype} rounding allows at logits up to "
+                f"{check.max_logit:.3g}). This architecture ({type(self.model).__name__} / "
+                f"{self.backend.model_name}) has a quirk psheads does not handle; please report it. Pass "
+                "self_check=False only if you accept wrong numbers.")
 
     # --- gating -----------------------------------------------------------------------------
     @contextlib.contextmanager
