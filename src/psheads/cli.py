@@ -384,7 +384,7 @@ def _demo_llm(args: argparse.Namespace) -> int:
     tokens = pretrained.model.to_tokens(DEMO_TEXT)[0]
     width = min(64, len(tokens) - 1)
     prompts = torch.stack([tokens[start : start + width] for start in range(0, len(tokens) - width + 1, 8)])
-    print(f"\n== Gemma 3 270M ({pretrained.info['terms']}): {lens}")
+    print(f"\n== Gemma 3 270M ({pretrained.info['licence']}): {lens}")
     print(f"{len(prompts)} windows of {width} tokens of natural text; medians over the 4 heads of each layer")
     frame = score_heads(lens, prompts, progress=_progress(args))
     print(f"{'layer':>5} {'attention':>9} {'positional':>10} {'symbolic':>8}  labels")

