@@ -10,9 +10,9 @@ Prompts:
 - **natural**: English prose that ships with this repository, psheads' own documentation pages
   (``docs/*.md`` without the API page and this analysis' page), with code blocks, tables, maths and
   link targets removed. It needs no download and its licence is the repository's; it is technical
-  English, not a web-text sample. The extracted text is written once to
-  ``docs/data/gemma_prompts.txt`` and read back on later runs, so edits to the docs do not move
-  the numbers (``--refresh-text`` rebuilds it). It is tokenised as one stream and cut into
+  English, not a web-text sample. The extracted text ships frozen in the package
+  (``psheads/data/prose.txt``, which the cross-family atlas reads too), so edits to the docs do
+  not move the numbers (``--refresh-text`` rebuilds it). It is tokenised as one stream and cut into
   windows of ``length - 1`` tokens, taken evenly over the text, each after BOS.
 - **random**: the same number of prompts of uniformly random vocabulary tokens (seeded; special,
   ``<unused…>`` and other ``<…>`` tokens excluded) after BOS: a control with no linguistic
@@ -50,12 +50,12 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 import psheads as ps  # noqa: E402
-from psheads import plotting  # noqa: E402
+from psheads import data, plotting  # noqa: E402
+from psheads.experiments.atlas import natural_prompts, random_prompts  # noqa: E402
 from psheads.results import analysis
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,33 +110,12 @@ def docs_prose(docs: Path = ROOT / "docs") -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def prompt_text(out: Path, refresh: bool) -> str:
-    """The frozen prose (``gemma_prompts.txt``), built from the docs on the first run."""
-    path = out / "gemma_prompts.txt"
-    if refresh or not path.exists():
+def prompt_text(refresh: bool) -> str:
+    """The frozen prose (``psheads.data``'s ``prose.txt``), rebuilt from the docs with ``--refresh-text``."""
+    path = data.FOLDER / "prose.txt"
+    if refresh:
         path.write_text(docs_prose(), encoding="utf-8")
     return path.read_text(encoding="utf-8")
-
-
-def natural_prompts(tokenizer, text: str, length: int, n: int) -> torch.Tensor:
-    """``n`` windows of ``length - 1`` tokens of ``text``, evenly spaced over it, each after BOS."""
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    n_windows = len(ids) // (length - 1)
-    if n_windows < n:
-        raise ValueError(f"The text gives {n_windows} windows of {length - 1} tokens; {n} were asked for.")
-    starts = np.linspace(0, n_windows - 1, n).round().astype(int) * (length - 1)
-    rows = [[tokenizer.bos_token_id, *ids[s:s + length - 1]] for s in starts]
-    return torch.tensor(rows, dtype=torch.long)
-
-
-def random_prompts(tokenizer, length: int, n: int, seed: int) -> torch.Tensor:
-    """``n`` prompts of ``length - 1`` uniformly random ordinary tokens, each after BOS."""
-    special = set(tokenizer.all_special_ids)
-    ordinary = sorted(i for token, i in tokenizer.get_vocab().items()
-                      if i not in special and not re.fullmatch(r"<[^<>\s]*>|\[[^\]\s]*\]", token))
-    ordinary = torch.tensor(ordinary, dtype=torch.long)
-    pick = torch.randint(0, len(ordinary), (n, length - 1), generator=torch.Generator().manual_seed(seed))
-    return torch.cat([torch.full((n, 1), tokenizer.bos_token_id, dtype=torch.long), ordinary[pick]], dim=1)
 
 
 def _write(frame: pd.DataFrame, path: Path, **options) -> None:
@@ -164,7 +143,7 @@ def score(settings: dict, out: Path, refresh_text: bool, timings: dict[str, floa
           "global layers:", [layer for layer, kind in kinds.items() if kind == "global"])
 
     tokenizer = model.tokenizer
-    text = prompt_text(out, refresh_text)
+    text = prompt_text(refresh_text)
     prompts = {
         "natural": natural_prompts(tokenizer, text, settings["length"], settings["n_prompts"]),
         "random": random_prompts(tokenizer, settings["length"], settings["n_prompts"], settings["seed"]),
@@ -352,7 +331,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="output folder (default: docs/data; a temporary one with --quick)")
     parser.add_argument("--quick", action="store_true", help="a tiny run (seconds) to check the script")
-    parser.add_argument("--refresh-text", action="store_true", help="rebuild gemma_prompts.txt from docs/*.md")
+    parser.add_argument("--refresh-text", action="store_true", help="rebuild psheads/data/prose.txt from docs/*.md")
     parser.add_argument("--analyse-only", action="store_true",
                         help="redo the summaries and figures from the scores a previous run wrote to --out")
     arguments = parser.parse_args()

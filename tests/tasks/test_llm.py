@@ -230,8 +230,10 @@ def test_registry_and_building(words) -> None:
 
 
 def test_errors(words) -> None:
-    with pytest.raises(ValueError, match="every value must be a single token"):
+    with pytest.raises(ValueError, match=r"needs 8 values that are single tokens .* only 0 of the 24 .* `values`"):
         LLMNumberTask(tokenizer=words)  # the default words are not in the t-vocabulary
+    with pytest.raises(ValueError, match="every value must be a single token"):
+        LLMNumberTask(tokenizer=words, values=("t1", "cat"))  # the user's own words: every one, or an error
     with pytest.raises(ValueError, match="window must be at least 1"):
         LLMNumberTask(window=0)
     with pytest.raises(TypeError, match="window must be an int"):
@@ -430,7 +432,7 @@ def test_evaluate_arguments(words, model_factory) -> None:
     with pytest.raises(ValueError, match="at least the task's n_target=8"):
         evaluate(model, NumberTask(), windows=[4])
     # a name is built for the model's tokenizer: here the default words are not in its vocabulary
-    with pytest.raises(ValueError, match="every value must be a single token"):
+    with pytest.raises(ValueError, match="needs 8 values that are single tokens"):
         evaluate(model, "llm-number")
     with pytest.raises(ValueError, match="has none"):
         evaluate(model.original_model, LLMNumberTask(values=VALUES))
@@ -474,3 +476,15 @@ def test_evaluate_gemma(gemma) -> None:
         logits = model(batch.tokens, logits_to_keep=1)[:, -1]
     predicted = batch.candidates[logits[:, batch.candidates].argmax(-1)]
     assert frame["accuracy"].iloc[-1] == float((predicted == batch.answers).float().mean())
+
+
+def test_default_answer_words_keep_the_single_tokens_of_the_tokenizer() -> None:
+    """A tokenizer that splits some default words: the task keeps the others (at least MIN_DEFAULT_VALUES)."""
+    from psheads.tasks import llm, word_tokenizer
+
+    kept = list(llm.ITEMS[: llm.MIN_DEFAULT_VALUES + 2])
+    task = LLMNumberTask(window=4, shots=0).for_tokenizer(word_tokenizer(kept))
+    assert [word.strip() for word in task.answer_words] == kept
+    assert len(task.candidates) == len(kept) and set(task.generate(8).answers.tolist()) <= set(task.candidates.tolist())
+    with pytest.raises(ValueError, match=f"needs {llm.MIN_DEFAULT_VALUES} values"):
+        LLMNumberTask(window=4, shots=0).for_tokenizer(word_tokenizer(kept[: llm.MIN_DEFAULT_VALUES - 1]))

@@ -256,6 +256,44 @@ GATING_SWEEP = FrameSchema("gating_sweep", (
 """``psheads.experiments.gating_sweep.gating_sweep``: one row per task, band, seed, layer and head (``docs/data/gating_sweep.csv``)."""
 
 
+_ATLAS = (
+    Column("model", "str", "zoo name of the model"),
+    Column("prompts", "str", "prompt set: natural, random, or an LLM task name"),
+    Column("length", "int", "prompt length in tokens (natural, random) or the task's target window"),
+)
+_ATLAS_SCORES = tuple(column for column in SCORES.columns
+                      if column.name in ("positional", "symbolic", "positional_std", "symbolic_std", "interaction",
+                                         "entropy", "n_prompts", "label"))
+
+ATLAS_HEADS = FrameSchema("atlas (heads)", (
+    *_ATLAS,
+    Column("method", "str", "score method: swap or anova"),
+    *_HEAD,
+    Column("layer_kind", "str", "local (sliding window), global, or full (a model without windows)"),
+    *_ATLAS_SCORES,
+))
+"""``psheads.experiments.atlas``: every head of a model, per prompt set, length and method."""
+
+ATLAS_PLANES = FrameSchema("atlas (planes)", (
+    *_ATLAS,
+    Column("method", "str", "score method: swap or anova"),
+    *_HEAD,
+    *_PLANE,
+    *_ATLAS_SCORES,
+))
+"""``psheads.experiments.atlas``: every plane of every head scored as its own head."""
+
+ATLAS_USAGE = FrameSchema("atlas (usage)", (*_ATLAS, *PROFILE_PLANES.columns))
+"""``psheads.experiments.atlas``: every head's frequency usage per plane (natural and random prompts)."""
+
+ATLAS_FREQUENCY_ID = FrameSchema("atlas (frequency ID)", (
+    *_ATLAS,
+    *PROFILE_HEADS.columns,
+    Column("paper_b_id", "float", "paper B's table-1 frequency ID: softmax of the planes' maximum logits "
+           "(without the attention scale), temperature 1"),
+))
+"""``psheads.experiments.atlas``: each head's dominant plane, usage-weighted mean frequency ID and paper B's ID."""
+
 # --- provenance ------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=1)
 def _installed_versions() -> tuple[tuple[str, str], ...]:

@@ -38,6 +38,9 @@ from psheads.tasks.base import TaskBatch, balanced, register_task
 
 # The word lists. Every word is a single Gemma-3 token in the form a task uses (checked when a
 # task is built for a tokenizer). Keys and names are filtered per tokenizer; answer words are not.
+MIN_DEFAULT_VALUES = 8
+"""Default answer words a tokenizer must keep as single tokens (the rest of the list is left out)."""
+
 ITEMS: tuple[str, ...] = tuple("""
     cat dog sun box car tree book fish bird door hat cup ball pen bed egg map star ship milk ring bell moon
     lamp
@@ -179,7 +182,7 @@ class _Encoder:
         return forms, [int(token) for token in ids]  # type: ignore[arg-type]
 
     def filtered(self, words: Sequence[str], space: bool, needed: int, what: str,
-                 avoid: set[int]) -> tuple[list[str], list[int]]:
+                 avoid: set[int], option: str = "keys") -> tuple[list[str], list[int]]:
         """The forms and ids of the ``words`` that are single tokens (distinct, none in ``avoid``)."""
         forms, ids, seen = [], [], set(avoid)
         for word, token in zip(words, self._single([" " + w if space else w for w in words])):
@@ -189,7 +192,7 @@ class _Encoder:
                 seen.add(token)
         if len(ids) < needed:
             raise ValueError(f"{self.task}: this needs {needed} {what}s that are single tokens in this tokenizer; "
-                             f"only {len(ids)} of the {len(words)} listed are. Pass more words as `keys` or a "
+                             f"only {len(ids)} of the {len(words)} listed are. Pass more words as `{option}` or a "
                              "smaller window.")
         return forms, ids
 
@@ -280,7 +283,11 @@ class _LLMTask:
     def _build(self, encode: _Encoder) -> _Built:
         bos_id = getattr(self.tokenizer, "bos_token_id", None)
         bos = [int(bos_id)] if self.prepend_bos and bos_id is not None else []
-        values, value_ids = encode.words(self.values or self._DEFAULT_VALUES, self._VALUE_SPACE, "value")
+        if self.values is None:  # the defaults that are single tokens in this tokenizer (recorded in answer_words)
+            values, value_ids = encode.filtered(self._DEFAULT_VALUES, self._VALUE_SPACE, MIN_DEFAULT_VALUES, "value",
+                                                avoid=set(), option="values")
+        else:  # the user's words, every one of them
+            values, value_ids = encode.words(self.values, self._VALUE_SPACE, "value")
         return _Built(encode, bos, values, value_ids)
 
     def for_tokenizer(self, tokenizer: Any) -> Any:
@@ -398,7 +405,8 @@ class LLMNumberTask(_LLMTask):
             None until ``for_tokenizer``.
         prepend_bos: start every prompt with the tokenizer's BOS token (if it has one), as
             TransformerLens does for strings.
-        values: the words (default ``ITEMS``); each must be one token with a leading space.
+        values: the words, each one token with a leading space (default: the words of
+            ``ITEMS`` that are, at least ``MIN_DEFAULT_VALUES`` of them).
     """
 
     window: int = 32
