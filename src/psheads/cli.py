@@ -598,7 +598,7 @@ def _add_reproduce(sub: Any) -> None:
 def _add_atlas(sub: Any) -> None:
     atlas = _command(sub, "atlas", "the cross-family atlas: every head of each zoo LLM on natural text, random tokens "
                                    "and the LLM task prompts", _atlas,
-                     " Writes one folder per model (heads.csv, planes.csv, usage.csv, frequency_id.csv, atlas.json); "
+                     " Writes one folder per model (heads.csv, planes.csv.gz, usage.csv.gz, frequency_id.csv, atlas.json); "
                      "a model whose folder is complete with the same settings is skipped, so an interrupted run "
                      "resumes.")
     atlas.add_argument("models", nargs="*", choices=[[], *LLM_NAMES], metavar="MODEL",

@@ -84,5 +84,9 @@ def test_write_atlas_resumes_model_by_model(tmp_path, monkeypatch, tables) -> No
     assert set(back["heads"]["model"]) == {"smollm2-135m", "qwen2.5-coder-0.5b"}
     pd.testing.assert_frame_equal(back["heads"].query("model == 'smollm2-135m'").reset_index(drop=True),
                                   tables["heads"].assign(model="smollm2-135m"), check_dtype=False)
+    write_atlas(["qwen2.5-coder-0.5b"], tmp_path / "again", TINY)  # the same numbers give the same bytes
+    for name in module.FILES.values():
+        assert (tmp_path / "again" / "qwen2.5-coder-0.5b" / name).read_bytes() == \
+            (tmp_path / "qwen2.5-coder-0.5b" / name).read_bytes(), name
     with pytest.raises(ValueError, match="must name zoo LLMs"):
         write_atlas(["tiny"], tmp_path, TINY)

@@ -12,9 +12,8 @@ measures each head's frequency usage and paper B's frequency ID, on:
   per head only.
 
 The query is each prompt's last token; the swappable keys are every earlier key but BOS.
-``write_atlas`` writes one folder per model (``heads.csv``, ``planes.csv``, ``usage.csv``,
-``frequency_id.csv`` and ``atlas.json``, the last written once the tables are complete), so a
-run can be interrupted and resumed model by model.
+``write_atlas`` writes one folder per model (``FILES``, and ``atlas.json`` last, once the
+tables are complete), so a run can be interrupted and resumed model by model.
 """
 
 from __future__ import annotations
@@ -51,6 +50,9 @@ logger = logging.getLogger(__name__)
 TABLES = {"heads": schema.ATLAS_HEADS, "planes": schema.ATLAS_PLANES, "usage": schema.ATLAS_USAGE,
           "frequency_id": schema.ATLAS_FREQUENCY_ID}
 """The atlas tables of one model and their schemas."""
+FILES = {"heads": "heads.csv", "planes": "planes.csv.gz", "usage": "usage.csv.gz", "frequency_id": "frequency_id.csv"}
+"""The file of each table in a model's folder (the per-plane tables gzipped, with a fixed mtime so
+that the same numbers give the same bytes)."""
 RECORD = "atlas.json"
 """A model folder's record (config, timings, versions): written last, so its presence means complete."""
 
@@ -260,7 +262,8 @@ def write_atlas(models: Iterable[str], out_dir: str | Path, config: AtlasConfig 
             partial = Path(scratch) / name
             partial.mkdir()
             for table, frame in tables.items():
-                frame.to_csv(partial / f"{table}.csv", index=False, float_format="%.6g")
+                frame.to_csv(partial / FILES[table], index=False, float_format="%.6g",
+                             compression={"method": "gzip", "mtime": 0} if FILES[table].endswith(".gz") else None)
             (partial / RECORD).write_text(json.dumps({
                 "model": name, "config": config.to_dict(), "seconds": round(time.perf_counter() - began, 1),
                 "rows": {table: len(frame) for table, frame in tables.items()}, "versions": schema.versions(),
@@ -287,7 +290,7 @@ def read_atlas(folder: str | Path, models: Sequence[str] | None = None) -> dict[
         raise FileNotFoundError(f"No complete atlas under {folder} (run `psheads atlas --out {folder}`).")
     out = {}
     for table in TABLES:
-        frames = [pd.read_csv(p / f"{table}.csv", float_precision="round_trip") for p in found]
+        frames = [pd.read_csv(p / FILES[table], float_precision="round_trip") for p in found]
         frame = pd.concat(frames, ignore_index=True)
         out[table] = schema.ordered_labels(frame) if "label" in frame.columns else frame
     return out
