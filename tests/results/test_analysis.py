@@ -337,3 +337,33 @@ def test_dynamics_rules_on_a_hand_built_table() -> None:
     assert set(long.columns) == {"step", "hops", "accuracy"} and len(long) == 6
     curve = pd.DataFrame({"length": [17, 33, 65, 129], "hops": "all", "accuracy": [1.0, 0.95, 0.7, 0.92]})
     assert analysis.longest_ready(curve) == 33  # stops at the first drop, even if it recovers later
+
+
+def _gqa_heads(labels_per_layer: list[list[str]], group: int) -> pd.DataFrame:
+    rows = [{"layer": layer, "head": head, "kv_head": head // group, "positional": 0.5, "symbolic": 0.5, "label": label}
+            for layer, labels in enumerate(labels_per_layer) for head, label in enumerate(labels)]
+    return pd.DataFrame(rows)
+
+
+def test_kv_group_agreement_against_the_shuffle() -> None:
+    grouped = _gqa_heads([["positional", "positional", "symbolic", "symbolic"]] * 6, group=2)
+    out = analysis.kv_group_agreement(grouped, n_shuffles=500)
+    row = out.iloc[0]
+    assert row["pairs"] == 12 and row["agreement"] == 1.0 and row["shares_role"]
+    assert row["baseline_mean"] == pytest.approx(1 / 3, abs=0.05) and row["p_value"] < 0.01
+    crossed = _gqa_heads([["positional", "symbolic", "positional", "symbolic"]] * 6, group=2)  # never together
+    assert not analysis.kv_group_agreement(crossed, n_shuffles=500).iloc[0]["shares_role"]
+    no_gqa = analysis.kv_group_agreement(_gqa_heads([["mixed"] * 4] * 2, group=1), n_shuffles=10)
+    assert no_gqa.iloc[0]["pairs"] == 0 and not no_gqa.iloc[0]["shares_role"]
+    by_model = analysis.kv_group_agreement(pd.concat([grouped.assign(model="a"), crossed.assign(model="b")]),
+                                           by="model", n_shuffles=200)
+    assert by_model["shares_role"].tolist() == [True, False]
+
+
+def test_difference_of_medians_verdicts() -> None:
+    rng = np.random.default_rng(0)
+    low, high = rng.normal(0, 1, 200), rng.normal(2, 1, 200)
+    assert analysis.difference_of_medians(low, high)["verdict"] == "above 0"
+    assert analysis.difference_of_medians(high, low)["verdict"] == "below 0"
+    assert analysis.difference_of_medians(low, rng.normal(0, 1, 200))["verdict"] == "inconclusive"
+    assert analysis.difference_of_medians([1.0, 2.0], high)["verdict"] == "not measured"

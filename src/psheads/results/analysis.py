@@ -13,6 +13,8 @@ can be concatenated with a column telling them apart and summarised together thr
   frequency ID and per frequency band.
 - ``layer_kinds`` and ``add_layer_kind``: which layers are local (sliding window) or global, read
   from a ``RopeLens``'s geometry or given as a list.
+- ``kv_group_agreement``: whether heads that share a KV head (GQA) share a role, against a
+  within-layer shuffle; ``difference_of_medians``: a bootstrap comparison with a verdict.
 - Learning dynamics (a ``dynamics.csv`` table) and length curves: ``hop_accuracy``,
   ``learned_at``, ``pure_layers``, ``first_pure`` and ``longest_ready``.
 
@@ -664,6 +666,81 @@ def band_summary(scores: pd.DataFrame, *, columns: Sequence[str] = SCORE_COLUMNS
     out.attrs["quantiles"] = q
     return out
 
+
+
+# --------------------------------------------------------------------------------------------
+# heads that share a KV head, and frequencies by role
+
+
+def kv_group_agreement(scores: pd.DataFrame, *, by: str | Sequence[str] = (), n_shuffles: int = 2000,
+                       seed: int = 0) -> pd.DataFrame:
+    """Do query heads that read the same KV head (GQA) share a role?
+
+    The statistic is the share of pairs of heads of one KV group whose labels agree, over every KV
+    group of every layer. The baseline shuffles the labels among the heads of each layer
+    ``n_shuffles`` times (seeded), which keeps each layer's mix of roles and breaks only the
+    grouping. The rule: heads *share a role* when the observed share exceeds the baseline's 95th
+    percentile; ``p_value`` is one-sided, ``(1 + #{baseline ≥ observed}) / (1 + n_shuffles)``.
+
+    Args:
+        scores: a reduced per-head ``score_heads`` frame with ``kv_head`` and ``label``.
+        by: grouping columns (e.g. ``"model"``).
+        n_shuffles: shuffles of the baseline.
+        seed: seed of the shuffles.
+
+    Returns:
+        One row per ``by`` group: ``pairs`` (pairs of heads in a KV group), ``agreement``,
+        ``baseline_mean``, ``baseline_q95``, ``p_value`` and ``shares_role`` (bool; NaN-free only
+        when there are pairs: a model without GQA has none and gets ``pairs = 0``).
+    """
+    by = column_names(by, "by")
+    n_shuffles = validation.integer(n_shuffles, "n_shuffles", minimum=1)
+    rng = np.random.default_rng(validation.seed(seed))
+    frame = check_scores(scores, "kv_group_agreement", (), by, per_plane=False, extra=("kv_head", "label"))
+    rows = []
+    for key, part in (frame.groupby(list(by), sort=True) if by else [((), frame)]):
+        key = key if isinstance(key, tuple) else (key,)
+        layers = [rows_.sort_values("head") for _, rows_ in part.groupby("layer", sort=True)]
+        labels = [rows_["label"].astype(str).to_numpy() for rows_ in layers]
+        pairs = [np.array([(a, b) for a in range(len(r)) for b in range(a + 1, len(r))
+                           if r["kv_head"].iloc[a] == r["kv_head"].iloc[b]], dtype=int).reshape(-1, 2)
+                 for r in layers]
+        n_pairs = sum(len(p) for p in pairs)
+
+        def share(per_layer: list[np.ndarray]) -> float:
+            same = sum(int((values[p[:, 0]] == values[p[:, 1]]).sum()) for values, p in zip(per_layer, pairs))
+            return same / n_pairs
+
+        row: dict[str, Any] = {**dict(zip(by, key)), "pairs": n_pairs}
+        if n_pairs:
+            observed = share(labels)
+            baseline = np.array([share([rng.permutation(values) for values in labels]) for _ in range(n_shuffles)])
+            row.update(agreement=observed, baseline_mean=float(baseline.mean()),
+                       baseline_q95=float(np.quantile(baseline, 0.95)),
+                       p_value=float((1 + (baseline >= observed).sum()) / (1 + n_shuffles)),
+                       shares_role=bool(observed > np.quantile(baseline, 0.95)))
+        else:
+            row.update(agreement=math.nan, baseline_mean=math.nan, baseline_q95=math.nan, p_value=math.nan,
+                       shares_role=False)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def difference_of_medians(first: Any, second: Any, *, confidence: float = 0.95, n_boot: int = 2000,
+                          seed: int = 0, minimum: int = 3) -> dict[str, Any]:
+    """``median(second) − median(first)`` with a percentile-bootstrap interval, and a verdict:
+    ``"above 0"`` or ``"below 0"`` when the interval excludes 0, ``"inconclusive"`` when it
+    contains it, ``"not measured"`` with fewer than ``minimum`` finite values on a side."""
+    confidence, n_boot = _confidence(confidence), validation.integer(n_boot, "n_boot", minimum=1)
+    rng = np.random.default_rng(validation.seed(seed))
+    a, b = _finite(first), _finite(second)
+    out: dict[str, Any] = {"n_first": int(a.size), "n_second": int(b.size)}
+    if a.size < minimum or b.size < minimum:
+        return {**out, "difference": math.nan, "ci_low": math.nan, "ci_high": math.nan, "verdict": "not measured"}
+    low, high = _interval(_bootstrap_medians(b, n_boot, rng) - _bootstrap_medians(a, n_boot, rng), confidence)
+    verdict = "above 0" if low > 0 else "below 0" if high < 0 else "inconclusive"
+    return {**out, "difference": float(np.median(b) - np.median(a)), "ci_low": low, "ci_high": high,
+            "verdict": verdict}
 
 # --- learning dynamics and length curves -----------------------------------------------------------
 READY = 0.9
