@@ -88,7 +88,7 @@ class _MultiHopTask:
         if length < self.min_length:
             raise ValueError(f"Task {self.name!r}: a length of {length} is below its shortest prompt of "
                              f"{self.min_length} tokens (n_target + n_pre + 1).")
-        return dataclasses.replace(self, extra_target=length - self.min_length)
+        return self.with_window(self.n_target + length - self.min_length)
 
     def with_hops(self, hops: int) -> _MultiHopTask:
         """This task with every prompt taking ``hops`` hops."""
