@@ -34,6 +34,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from psheads import plotting  # noqa: E402
 from psheads.experiments.atlas import AtlasConfig, read_atlas, write_atlas  # noqa: E402
 from psheads.models import zoo  # noqa: E402
 from psheads.results import analysis  # noqa: E402
@@ -95,18 +96,51 @@ def summaries(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     return out
 
 
+def figures(tables: dict[str, pd.DataFrame], out: Path, length: int) -> list[Path]:
+    """The atlas page's interactive figures (natural prompts at ``length``), with ``out``'s shared plotly.min.js."""
+    written = []
+
+    def write(figure, name: str) -> None:
+        path = out / f"atlas_{name}.html"
+        figure.write_html(path, include_plotlyjs="directory")
+        written.append(path)
+
+    natural = {name: frame[(frame["prompts"] == "natural") & (frame["length"] == length)]
+               for name, frame in tables.items()}
+    planes = natural["planes"][natural["planes"]["method"] == "anova"]
+    write(plotting.frequency_scores(planes.drop(columns="length"), by="model", x="period")
+          .update_layout(title=f"Every plane as its own head (ANOVA), natural text, {length} tokens"), "frequency")
+    swap = natural["heads"][natural["heads"]["method"] == "swap"]
+    ids = natural["frequency_id"]
+    for model, heads in swap.groupby("model", sort=True):
+        write(plotting.layer_distributions(heads.drop(columns="layer_kind"))
+              .update_layout(title=f"{model}: scores per layer (swap, natural text, {length} tokens)"), f"layers_{model}")
+        write(plotting.score_correlation(heads).update_layout(title=f"{model}: s_POS against s_SYM"),
+              f"correlation_{model}")
+        joined = heads.merge(ids[ids["model"] == model][["layer", "head", "mean_frequency_id"]], on=["layer", "head"])
+        write(plotting.score_correlation(joined, "positional", "mean_frequency_id")
+              .update_layout(title=f"{model}: s_POS against the usage-weighted mean frequency ID (1 = fastest)"),
+              f"frequency_id_{model}")
+    return written
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=list(zoo.LLMS), help="zoo LLMs (default: all)")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--summaries-only", action="store_true", help="summarise what is there; compute nothing")
+    parser.add_argument("--figures", type=Path, default=ROOT / "docs" / "data",
+                        help="folder of the interactive figures (it must hold plotly.min.js)")
     args = parser.parse_args(argv)
     if not args.summaries_only:
         write_atlas(args.models, args.out, AtlasConfig())
-    for name, frame in summaries(read_atlas(args.out, args.models)).items():
+    tables = read_atlas(args.out, args.models)
+    for name, frame in summaries(tables).items():
         path = args.out / f"summary_{name}.csv"
         frame.to_csv(path, index=False, float_format="%.6g")
         print(f"wrote {len(frame)} rows to {path}")
+    for path in figures(tables, args.figures, max(AtlasConfig().lengths)):
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":

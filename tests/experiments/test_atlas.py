@@ -90,3 +90,30 @@ def test_write_atlas_resumes_model_by_model(tmp_path, monkeypatch, tables) -> No
             (tmp_path / "qwen2.5-coder-0.5b" / name).read_bytes(), name
     with pytest.raises(ValueError, match="must name zoo LLMs"):
         write_atlas(["tiny"], tmp_path, TINY)
+
+
+def test_the_atlas_script_summarises_and_draws(tmp_path, monkeypatch, tables) -> None:
+    """scripts/atlas.py on a tiny atlas: every summary table and figure, by the rules it states."""
+    import runpy
+    import shutil
+    from pathlib import Path
+
+    monkeypatch.setattr(module, "atlas", lambda name, config, progress=None: {
+        table: frame.assign(model=name) for table, frame in tables.items()})
+    write_atlas(["smollm2-135m"], tmp_path / "atlas", TINY)
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "figures").mkdir()
+    shutil.copy(root / "docs" / "data" / "plotly.min.js", tmp_path / "figures")
+    script = runpy.run_path(str(root / "scripts" / "atlas.py"))
+    monkeypatch.setitem(script["main"].__globals__, "AtlasConfig", lambda: TINY)
+    script["main"](["smollm2-135m", "--out", str(tmp_path / "atlas"), "--summaries-only",
+                    "--figures", str(tmp_path / "figures")])
+    written = {path.name for path in (tmp_path / "atlas").glob("summary_*.csv")}
+    assert written == {f"summary_{name}.csv" for name in ("early_late", "correlation", "labels", "kv_groups", "bands",
+                                                           "barbero")}
+    barbero = pd.read_csv(tmp_path / "atlas" / "summary_barbero.csv")
+    assert set(barbero["verdict"]) <= {"holds", "does not hold", "inconclusive", "not measured"}
+    assert len(barbero) == 2 * 2 * 2  # two rules × two prompt sets × two lengths
+    figures = sorted(path.name for path in (tmp_path / "figures").glob("atlas_*.html"))
+    assert figures == ["atlas_correlation_smollm2-135m.html", "atlas_frequency.html",
+                       "atlas_frequency_id_smollm2-135m.html", "atlas_layers_smollm2-135m.html"]
