@@ -55,3 +55,24 @@ def test_prompt_sets_batch_and_group(model_factory) -> None:
     assert [g.prompts for g in groups] == [[0], [1]]
     with pytest.raises(ValueError, match="Prompt 0 has 3 swappable keys at layer 0 .* fewer than five"):
         ragged.key_groups([0, 1], window=None, minimum=5, need="five", layer=0)
+
+
+def test_text_longer_than_the_context_is_never_cut_silently(model_factory) -> None:
+    """TransformerLens' to_tokens truncates to n_ctx; psheads tokenises in full and applies its own rule:
+    beyond the context a warning (tables computed per input), beyond the position table an error."""
+    text = " ".join(f"t{1 + i % 60}" for i in range(100))  # 100 words, no BOS in this tokenizer: 100 tokens
+    llama = model_factory("llama", max_position_embeddings=48)
+    with pytest.warns(UserWarning, match="exceeds the model's context of 48 tokens"):
+        swaps = psheads.swap_attention(llama, text, layer=0, head=0)
+    assert swaps.attrs["query"] == 99  # the last word, not position 47
+    with pytest.warns(UserWarning, match="exceeds the model's context"):
+        assert psheads.score_heads(llama, [text], layers=[0])["n_prompts"].eq(1).all()
+    with pytest.raises(ValueError, match="Sequence length 100 exceeds the model's context of 48 tokens"):
+        psheads.frequency_profile(model_factory("gptj", n_positions=48), [text])
+
+
+def test_bytes_are_refused_not_read_as_token_ids(model_factory) -> None:
+    model = model_factory("llama")
+    for prompts in ([b"t1 t2 t3"], [bytearray(b"t1 t2 t3")], b"t1 t2 t3"):
+        with pytest.raises(TypeError, match="bytes.*decode"):
+            psheads.score_heads(model, prompts)

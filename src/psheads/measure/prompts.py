@@ -248,6 +248,9 @@ def tokenize(backend: Backend, prompts: Any, prepend_bos: bool | None = None) ->
     came as one, else a list of 1-D LongTensors."""
     if isinstance(prompts, str):
         raise TypeError("prompts must be a list of strings (or token ids), not one string: wrap it in a list.")
+    if isinstance(prompts, (bytes, bytearray, memoryview)):
+        raise TypeError("prompts are bytes, which psheads will not read as token ids or guess an encoding for: "
+                        "decode them first (e.g. [text.decode('utf-8')]), or pass token ids.")
     if isinstance(prompts, np.ndarray):
         prompts = torch.as_tensor(prompts)
     if isinstance(prompts, Tensor):
@@ -270,6 +273,10 @@ def tokenize(backend: Backend, prompts: Any, prepend_bos: bool | None = None) ->
     unknown = []
     unk_id = getattr(backend.tokenizer, "unk_token_id", None) if backend.tokenizer is not None else None
     for index, row in enumerate(prompts):
+        if isinstance(row, (bytes, bytearray, memoryview)):
+            raise TypeError(f"prompts: prompt {index} is bytes, which psheads will not read as token ids or guess an "
+                            "encoding for: decode it first (e.g. text.decode('utf-8')), or pass token ids as a list "
+                            "of ints.")
         if isinstance(row, str):
             if backend.tokenizer is None:
                 raise ValueError("This model has no tokenizer: pass token ids instead of strings.")

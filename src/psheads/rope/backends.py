@@ -184,9 +184,10 @@ class Backend:
         return getattr(self.model, "tokenizer", None)
 
     def to_tokens(self, text: str, prepend_bos: bool | None = None) -> Tensor:
-        """``[pos]`` token ids of ``text`` as the model tokenises it (BOS: the model's default)."""
+        """``[pos]`` token ids of ``text`` as the model tokenises it (BOS: the model's default), never
+        truncated: a text longer than the context is the caller's to refuse or warn about."""
         kwargs = {} if prepend_bos is None else {"prepend_bos": prepend_bos}
-        return self.model.to_tokens(text, **kwargs)[0].cpu()
+        return self.model.to_tokens(text, truncate=False, **kwargs)[0].cpu()
 
     def layer_spec(self, layer: int) -> LayerSpec:
         """Static attention facts of ``layer``."""
