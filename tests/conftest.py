@@ -86,6 +86,14 @@ def model_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Any
     return make
 
 
+@pytest.fixture(scope="session")
+def number_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random tiny GPT-J folder that records the default number task (its word tokenizer), 200 positions."""
+    from psheads.tasks import NumberTask
+
+    return helpers.save_task_model(NumberTask(), tmp_path_factory.mktemp("number"), n_positions=200)
+
+
 def model_state(model: torch.nn.Module) -> dict:
     """What psheads must never change: hooks, training flags, dtypes."""
     modules = all_modules(model)  # a bridge's HF model too: its train()/eval() reach it

@@ -16,12 +16,17 @@ VOCAB = 64
 N_CTX = 1024
 
 
-def save_word_tokenizer(directory: Path, vocab_size: int = VOCAB) -> None:
-    """A word-level tokenizer (``t0 … tN``) so every family boots without hub files."""
+def plain_tokenizer(vocab_size: int = VOCAB) -> transformers.PreTrainedTokenizerFast:
+    """A word-level tokenizer over ``t0 … tN`` (no task's words)."""
     vocab = {f"t{i}": i for i in range(vocab_size)}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="t0"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0", pad_token="t0")
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0", pad_token="t0")
+
+
+def save_word_tokenizer(directory: Path, vocab_size: int = VOCAB) -> None:
+    """A word-level tokenizer (``t0 … tN``) so every family boots without hub files."""
+    fast = plain_tokenizer(vocab_size)
     fast.save_pretrained(directory)
 
 
@@ -88,6 +93,16 @@ def save_tiny(family: str, directory: Path, seed: int = 0, dtype: torch.dtype = 
     directory.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(directory)
     save_word_tokenizer(directory)
+    return directory
+
+
+def save_task_model(task: Any, directory: Path, seed: int = 0, **overrides: Any) -> Path:
+    """A random tiny GPT-J that records ``task`` as a trained one does: the task's word tokenizer
+    (``psheads.tasks.task_tokenizer``) and one embedding per word, ``<unk>`` and ``<bos>``."""
+    from psheads.tasks import task_tokenizer
+
+    save_tiny("gptj", directory, seed=seed, **{"vocab_size": len(task.vocabulary) + 2, **overrides})
+    task_tokenizer(task).save_pretrained(directory)
     return directory
 
 

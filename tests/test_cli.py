@@ -166,7 +166,18 @@ def test_runtime_errors_exit_1_with_one_line(capsys, directory, prompts, tmp_pat
     capsys.readouterr()  # saving draws a bar
     assert cli.main(["score", str(gptj), "--task", "number", "--n", "4", "--quiet"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("psheads score: ") and "Token ids must lie" in err and "Traceback" not in err
+    assert err.startswith("psheads score: ") and "outside the model's vocabulary" in err and "Traceback" not in err
+
+
+def test_a_task_the_model_was_not_trained_on_is_refused_unless_asked(number_model_dir, capsys) -> None:
+    """The model records the number task (its tokenizer): letter-task ids would be read as other words."""
+    argv = ["score", str(number_model_dir), "--task", "letter", "--n", "4", "--layers", "0", "--quiet"]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("psheads score: Task 'letter' does not match this model's tokenizer") \
+        and "--allow-task-mismatch" in err and len(err.strip().splitlines()) == 1
+    assert cli.main([*argv, "--allow-task-mismatch"]) == 0
+    assert cli.main(["score", str(number_model_dir), "--task", "number", "--n", "4", "--layers", "0", "--quiet"]) == 0
 
 
 def test_text_outside_a_task_vocabulary_warns_on_stderr(capsys, directory, tmp_path) -> None:

@@ -92,6 +92,15 @@ def test_bad_lengths_and_missing_task_exit_cleanly(directory, capsys) -> None:
         assert exit_info.value.code == 2
 
 
+def test_a_task_the_model_was_not_trained_on_is_refused_unless_asked(number_model_dir, capsys) -> None:
+    argv = ["lengthgen", str(number_model_dir), "--task", "letter", "--lengths", "17", "--n", "4", "--quiet"]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("psheads lengthgen: Task 'letter' does not match this model's tokenizer") \
+        and "--allow-task-mismatch" in err and len(err.strip().splitlines()) == 1
+    assert cli.main([*argv, "--allow-task-mismatch"]) == 0
+
+
 @pytest.mark.skipif(not SHIPPED, reason="the trained models are not shipped in this checkout")
 def test_a_shipped_model_uses_its_own_task(capsys) -> None:
     assert cli.main(["lengthgen", "letter", "--lengths", "17", "33", "--n", "8", "--quiet"]) == 0

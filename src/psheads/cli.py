@@ -232,15 +232,19 @@ def _progress(args: argparse.Namespace) -> bool | None:
     return False if args.quiet else None
 
 
-def _prompts(source: Any, model: Any, n: int, seed: int) -> Any:
-    """Text lines as they are; a task's prompts as token ids (an LLM task in the model's own words)."""
-    from psheads.tasks import checked_batch
+def _prompts(source: Any, model: Any, args: argparse.Namespace) -> Any:
+    """Text lines as they are; a task's prompts as token ids (an LLM task in the model's own words),
+    checked against the model's vocabulary and tokenizer."""
+    from psheads.rope import backends
+    from psheads.tasks import check_fits, checked_batch
 
     if isinstance(source, list):
         return source
     if hasattr(source, "for_tokenizer") and not source.built:
         source = source.for_tokenizer(model.tokenizer)
-    return checked_batch(source, n, seed=seed).tokens
+    batch = checked_batch(source, args.n, seed=args.seed)
+    check_fits(source, batch, backends.vocab_size(model), backends.tokenizer_of(model), args.allow_task_mismatch)
+    return batch.tokens
 
 
 def _write(frame: Any, path: str | None) -> None:
@@ -268,7 +272,7 @@ def _score(args: argparse.Namespace) -> int:
                                        **_prompt_options(args))
     source, device = _prompt_source(args), _device(args)
     model = _load(args.model, args.dtype, device, args.quiet)
-    frame = score_heads(model, _prompts(source, model, args.n, args.seed), config, progress=_progress(args))
+    frame = score_heads(model, _prompts(source, model, args), config, progress=_progress(args))
     _write(frame, args.out)
     shown = [name for name in schema.SCORES.names if name in frame.columns and name != "kv_head"]
     print(frame[shown].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
@@ -284,7 +288,7 @@ def _profile(args: argparse.Namespace) -> int:
         config = ProfileConfig().replace(**_prompt_options(args))
     source, device = _prompt_source(args), _device(args)
     model = _load(args.model, args.dtype, device, args.quiet)
-    profile = frequency_profile(model, _prompts(source, model, args.n, args.seed), config, progress=_progress(args))
+    profile = frequency_profile(model, _prompts(source, model, args), config, progress=_progress(args))
     _write(profile.planes, args.out)
     print(profile.heads[schema.PROFILE_HEADS.names].to_string(index=False, float_format=lambda x: f"{x:.1f}"))
     return 0
@@ -298,7 +302,8 @@ def _lengthgen(args: argparse.Namespace) -> int:
     task, device = _task(args), _device(args)
     model = _load(args.model, args.dtype, device, args.quiet)
     frame = length_generalization(model, task, args.lengths, n=args.n, seed=args.seed, token_budget=args.token_budget,
-                                  answers=args.answers, progress=_progress(args))
+                                  answers=args.answers, progress=_progress(args),
+                                  allow_task_mismatch=args.allow_task_mismatch)
     _write(frame, args.out)
     if args.figure:
         from psheads import plotting
@@ -511,10 +516,17 @@ def _add_prompt_options(parser: argparse.ArgumentParser, batch_size: int) -> Non
     parser.add_argument("--n", type=_positive_int, default=256, help="number of task prompts")
     parser.add_argument("--seed", type=_seed, default=0, help="seed of the task prompts")
     parser.add_argument("--no-bos", action="store_true", help="do not prepend BOS to the lines of --prompts-file")
+    _add_mismatch_option(parser)
     parser.add_argument("--layers", type=int, nargs="+", metavar="LAYER",
                         help="only these layers (negative counts from the end; default: all)")
     parser.add_argument("--batch-size", type=_positive_int, default=batch_size, metavar="N", help="prompts per forward pass")
     parser.add_argument("--out", metavar="FILE", help=OUT_HELP)
+
+
+def _add_mismatch_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--allow-task-mismatch", action="store_true",
+                        help="run a --task whose token ids mean other words to the model's tokenizer (a model trained "
+                             "on another task); by default that is refused")
 
 
 def _add_demo(sub: Any) -> None:
@@ -552,6 +564,7 @@ def _add_lengthgen(sub: Any) -> None:
                            help="total prompt lengths in tokens, from the task's base prompt (17 for the shipped "
                                 "models) to the model's context")
     lengthgen.add_argument("--task", help="a registered multi-hop task (default: the model's own)")
+    _add_mismatch_option(lengthgen)
     lengthgen.add_argument("--n", type=_positive_int, default=512, help="prompts per length")
     lengthgen.add_argument("--seed", type=_seed, default=0, help="seed of every length's prompts")
     lengthgen.add_argument("--token-budget", type=_positive_int, default=TOKEN_BUDGET, metavar="TOKENS",

@@ -294,7 +294,7 @@ def ablate(model_or_lens: Any, task: Task | str, interventions: Iterable[Interve
         means = head_means(lens, batch.tokens, mean_layers, batch_size, bar) if mean_layers else {}
         for intervention in [None, *chosen]:
             with contextlib.nullcontext() if intervention is None else applied(lens, intervention, means):
-                rows, _ = batch_accuracy(model, batch, task.name, batch_size, bar)
+                rows, _ = batch_accuracy(model, task, batch, batch_size, bar)
             name = BASELINE if intervention is None else intervention.name
             rows.insert(0, "intervention", name)
             frames.append(rows)

@@ -49,7 +49,8 @@ def prompts_per_forward(length: int, token_budget: int) -> int:
 
 def length_generalization(model: torch.nn.Module, task: Task | str, lengths: Iterable[int], n: int = 512,
                           seed: int = 0, token_budget: int = DEFAULT_TOKEN_BUDGET, answers: Answers = "task",
-                          progress: bool | None = None, model_name: str | None = None) -> pd.DataFrame:
+                          progress: bool | None = None, model_name: str | None = None,
+                          allow_task_mismatch: bool = False) -> pd.DataFrame:
     """Next-token accuracy of ``model`` on ``task`` at each total prompt length in ``lengths``.
 
     A prompt of length L has ``extra_target = L − (n_target + n_pre + 1)`` extra target-window
@@ -92,6 +93,8 @@ def length_generalization(model: torch.nn.Module, task: Task | str, lengths: Ite
         progress: progress bar, one step per forward pass (default: in a notebook or on a terminal).
         model_name: if given, the frame starts with a ``model`` column holding it (and
             ``attrs["model_name"]``), so that curves of several models concatenate.
+        allow_task_mismatch: run a task whose ids mean other tokens to the model's tokenizer (a
+            model trained on another task); by default that raises.
 
     Returns:
         One row per length and hop count ("1", "2", …, then "all"), in the order of ``lengths``:
@@ -105,12 +108,14 @@ def length_generalization(model: torch.nn.Module, task: Task | str, lengths: Ite
         TypeError: ``model`` is not a torch module; the task cannot be lengthened; ``answers="task"``
             for a task without ``answer_ids``.
         ValueError: a bad ``n``, ``seed``, ``token_budget`` or ``answers``; no lengths; a length
-            below the task's shortest prompt or beyond the model's context.
+            below the task's shortest prompt or beyond the model's context; ids outside the model's
+            vocabulary, or meaning other tokens to its tokenizer.
     """
     check_model(model)
     n, seed = validation.integer(n, "n", minimum=1), validation.seed(seed)
     token_budget = validation.integer(token_budget, "token_budget", minimum=1)
     progress = validation.optional_boolean(progress, "progress")
+    allow_task_mismatch = validation.boolean(allow_task_mismatch, "allow_task_mismatch")
     model_name = schema.model_name(model_name)
     if answers not in get_args(Answers):
         raise ValueError(f"answers must be one of {get_args(Answers)}, got {answers!r}.")
@@ -143,7 +148,7 @@ def length_generalization(model: torch.nn.Module, task: Task | str, lengths: Ite
                                  f"tokens, not {length}.")
             if candidates is not None:
                 batch = dataclasses.replace(batch, candidates=candidates)
-            rows, n_candidates = batch_accuracy(model, batch, task.name, batch_size, bar)
+            rows, n_candidates = batch_accuracy(model, task, batch, batch_size, bar, allow_task_mismatch)
             rows.insert(0, "length", length)
             frames.append(rows)
             seconds.append(time.perf_counter() - start)

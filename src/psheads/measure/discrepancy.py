@@ -47,10 +47,11 @@ from psheads.interface.progress import progress_bar
 from psheads.measure.engine import CHUNK_BYTES
 from psheads.results import schema
 from psheads.rope import geometry
+from psheads.rope.backends import tokenizer_of
 from psheads.rope.inputs import check_tokens, layer_indices
 from psheads.rope.layer import LayerCapture, LayerGeometry, rotated_keys, rotated_query
 from psheads.rope.lens import as_lens
-from psheads.tasks import Task, checked_batch, get_task, with_hops
+from psheads.tasks import Task, check_fits, checked_batch, get_task, with_hops
 from psheads.tasks import at_length as tasks_at_length
 
 COLUMNS = tuple(schema.DISCREPANCY.names)
@@ -113,7 +114,8 @@ def head_margins(
 
 def discrepancy(model: Any, task: Task | str, lengths: Iterable[int] | None = None, layers: Any = None,
                 heads: Any = None, n: int = 256, seed: int = 0, batch_size: int = 32,
-                progress: bool | None = None, model_name: str | None = None) -> pd.DataFrame:
+                progress: bool | None = None, model_name: str | None = None,
+                allow_task_mismatch: bool = False) -> pd.DataFrame:
     """The worst-case margin of every head's target logit at the query, per prompt length.
 
     See the module docstring for the definition and the normalisation.
@@ -132,6 +134,8 @@ def discrepancy(model: Any, task: Task | str, lengths: Iterable[int] | None = No
         progress: progress bar (default: in a notebook or on a terminal).
         model_name: if given, the frame starts with a ``model`` column holding it (and
             ``attrs["model_name"]``), so that frames of several models concatenate.
+        allow_task_mismatch: measure a task whose ids mean other tokens to the model's tokenizer
+            (a model trained on another task); by default that raises.
 
     Returns:
         One row per length, layer and head with the columns of ``schema.DISCREPANCY``; ``df.attrs``
@@ -141,7 +145,8 @@ def discrepancy(model: Any, task: Task | str, lengths: Iterable[int] | None = No
         TypeError: ``task`` is not a task, or ``lengths`` for a task without a length option.
         ValueError: bad ``n``, ``seed``, ``batch_size``, layers or heads; a length below the
             task's shortest prompt or beyond a hard context limit (beyond ``n_ctx`` warns); a
-            target that is not a key before the query.
+            target that is not a key before the query; ids outside the model's vocabulary, or
+            meaning other tokens to its tokenizer.
     """
     model_name = schema.model_name(model_name)
     lens = as_lens(model)
@@ -151,6 +156,7 @@ def discrepancy(model: Any, task: Task | str, lengths: Iterable[int] | None = No
     n, seed = validation.integer(n, "n", minimum=1), validation.seed(seed)
     batch_size = validation.integer(batch_size, "batch_size", minimum=1)
     progress = validation.optional_boolean(progress, "progress")
+    allow_task_mismatch = validation.boolean(allow_task_mismatch, "allow_task_mismatch")
     chosen = layer_indices(layers, lens.n_layers)
     per_layer = min(lens.layers[layer].n_heads for layer in chosen)
     heads = tuple(range(per_layer)) if heads is None else validation.integers(heads, "heads", minimum=0, unique=True)
@@ -164,7 +170,8 @@ def discrepancy(model: Any, task: Task | str, lengths: Iterable[int] | None = No
     with progress_bar(total=len(tasks) * math.ceil(n / batch_size), desc="discrepancy", progress=progress) as bar, \
             lens.backend.analysis():
         for size, each in zip(sizes, tasks):
-            rows += _one_length(lens, each, size, chosen, torch.tensor(heads), n, seed, batch_size, bar)
+            rows += _one_length(lens, each, size, chosen, torch.tensor(heads), n, seed, batch_size, bar,
+                                allow_task_mismatch)
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     frame.attrs.update({
         "config": {"task": getattr(task, "name", type(task).__name__), "lengths": sizes, "layers": chosen,
@@ -178,9 +185,10 @@ def discrepancy(model: Any, task: Task | str, lengths: Iterable[int] | None = No
 
 
 def _one_length(lens: Any, task: Task, size: int | None, layers: list[int], heads: Tensor, n: int, seed: int,
-                batch_size: int, bar: Any) -> list[dict]:
+                batch_size: int, bar: Any, allow_task_mismatch: bool) -> list[dict]:
     """The rows of one length: running minima and sums over batches, per layer and head."""
     batch = checked_batch(task, n, seed=seed)
+    check_fits(task, batch, lens.backend.d_vocab, tokenizer_of(lens.model), allow_task_mismatch)
     tokens = check_tokens(lens.backend, batch.tokens)
     length = int(tokens.shape[1])
     if size is not None and length != size:

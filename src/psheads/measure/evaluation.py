@@ -23,7 +23,7 @@ from psheads.interface.progress import progress_bar
 from psheads.results import schema
 from psheads.rope import backends
 from psheads.rope.backends import preserved_state
-from psheads.tasks import Task, TaskBatch, checked_batch, get_task, window_of, with_window
+from psheads.tasks import Task, TaskBatch, check_fits, checked_batch, get_task, window_of, with_window
 
 LOGITS_BYTES = 1 << 28
 """Bytes the fp32 logits of one batch may take. Within it the full logits are computed and the last
@@ -42,7 +42,7 @@ def task_for_model(task: Any, model: Any) -> Task:
     if not isinstance(task, Task):
         raise TypeError(f"task must be a psheads task or the name of a registered one, got {type(task).__name__}.")
     if hasattr(task, "for_tokenizer") and getattr(task, "tokenizer", False) is None:
-        tokenizer = getattr(model, "tokenizer", None)
+        tokenizer = backends.tokenizer_of(model)
         if tokenizer is None:
             raise ValueError(f"Task {task.name!r} is written for a tokenizer and this model has none (a plain Hugging "
                              "Face model?): pass task.for_tokenizer(tokenizer).")
@@ -93,26 +93,31 @@ def _hits(model: Any, batch: TaskBatch, candidates: Tensor | None, batch_size: i
     return torch.cat(correct)
 
 
-def batch_accuracy(model: Any, batch: TaskBatch, name: str, batch_size: int,
-                   bar: Any = None) -> tuple[pd.DataFrame, int | None]:
+def batch_accuracy(model: Any, task: Task, batch: TaskBatch, batch_size: int, bar: Any = None,
+                   allow_task_mismatch: bool = False) -> tuple[pd.DataFrame, int | None]:
     """Next-token accuracy of ``model`` on ``batch``, per hop count.
 
-    The prediction is the argmax of the logits after the last token over ``batch.candidates``
-    (checked against the model's vocabulary), or over the whole vocabulary when it has none.
+    The prediction is the argmax of the logits after the last token over ``batch.candidates``,
+    or over the whole vocabulary when it has none. The batch is first checked against the model
+    (``psheads.tasks.check_fits``): its ids lie in the vocabulary and, where the model has a
+    tokenizer, name the same tokens to the task and to the model.
 
     Args:
         model: a ``TransformerBridge``, a ``HookedTransformer`` or a Hugging Face causal LM (gradients
             and training mode are the caller's business: see ``evaluate``).
-        batch: the prompts.
-        name: the task's name, for error messages.
+        task: the task that generated ``batch``.
+        batch: the prompts (``checked_batch``).
         batch_size: prompts per forward pass.
         bar: a tqdm bar advanced once per forward pass, or None.
+        allow_task_mismatch: run a batch whose ids mean other tokens to the model's tokenizer.
 
     Returns:
         ``hops, accuracy, n``: one row per hop count ("1", "2", …), then "all"; and the number of
         candidates per prompt (None for the whole vocabulary).
     """
-    candidates = _candidates(batch, backends.vocab_size(model), name)
+    vocab = backends.vocab_size(model)
+    candidates = _candidates(batch, vocab, task.name)
+    check_fits(task, batch, vocab, backends.tokenizer_of(model), allow_task_mismatch)
     hits = _hits(model, batch, candidates, batch_size, bar)
     frame = pd.DataFrame({"hops": [str(h) for h in batch.hops.tolist()], "correct": hits.tolist()})
     out = frame.groupby("hops")["correct"].agg(accuracy="mean", n="size").reset_index()
@@ -129,7 +134,8 @@ def check_model(model: Any) -> None:
 
 def evaluate(model: torch.nn.Module, task: Task | str, n: int = 256, seed: int = 0,
              windows: Iterable[int] | None = None, batch_size: int = 32,
-             progress: bool | None = None, model_name: str | None = None) -> pd.DataFrame:
+             progress: bool | None = None, model_name: str | None = None,
+             allow_task_mismatch: bool = False) -> pd.DataFrame:
     """Next-token accuracy on ``n`` fresh prompts of ``task``, per target window and hop count.
 
     The prediction after a prompt's last token is the argmax of the model's logits over the
@@ -149,6 +155,8 @@ def evaluate(model: torch.nn.Module, task: Task | str, n: int = 256, seed: int =
         progress: progress bar (default: in a notebook or on a terminal).
         model_name: if given, the frame starts with a ``model`` column holding it (and
             ``attrs["model_name"]``), so that frames of several models concatenate.
+        allow_task_mismatch: evaluate on a task whose ids mean other tokens to the model's
+            tokenizer (a model trained on another task); by default that raises.
 
     Returns:
         One row per window and hop count ("1", "2", …, then "all"): [``model``,] ``task`` (name),
@@ -160,29 +168,34 @@ def evaluate(model: torch.nn.Module, task: Task | str, n: int = 256, seed: int =
         TypeError: ``model`` is not a torch module, ``task`` is not a task or a registered name,
             or ``windows`` is given for a task without a window option.
         ValueError: a bad ``n``, ``seed``, ``batch_size`` or window; an LLM task and a model
-            without a tokenizer; candidates outside the model's vocabulary or without the answer.
+            without a tokenizer; ids outside the model's vocabulary, or meaning other tokens to its
+            tokenizer; candidates without the answer; prompts beyond a hard context limit.
     """
     check_model(model)
     n, seed = validation.integer(n, "n", minimum=1), validation.seed(seed)
     batch_size = validation.integer(batch_size, "batch_size", minimum=1)
     progress = validation.optional_boolean(progress, "progress")
+    allow_task_mismatch = validation.boolean(allow_task_mismatch, "allow_task_mismatch")
     model_name = schema.model_name(model_name)
     task = task_for_model(task, model)
     sizes = [None] if windows is None else list(validation.integers(windows, "windows", minimum=1, unique=True))
     if not sizes:
         raise ValueError("windows must list at least one window (or be None for the task as given).")
     tasks = [task if size is None else with_window(task, size, otherwise="pass windows=None") for size in sizes]
-    context = backends.context_length(model)
+    context, limit = backends.context_length(model), backends.input_limit(model)
     frames = []
     with progress_bar(total=len(tasks) * -(-n // batch_size), desc="evaluate", progress=progress) as bar, \
             torch.no_grad(), preserved_state(model):
         for each in tasks:
             batch = checked_batch(each, n, seed=seed)
             length = int(batch.tokens.shape[1])
+            if limit is not None and length > limit:
+                raise ValueError(f"Task {each.name!r} makes prompts of {length} tokens, beyond the {limit} positions this "
+                                 "model has rotation tables for: pass windows whose prompts fit.")
             if context is not None and length > context:
                 warnings.warn(f"Task {each.name!r}: prompts of {length} tokens exceed the model's context of {context} "
                               "tokens.", stacklevel=2)
-            rows, n_candidates = batch_accuracy(model, batch, each.name, batch_size, bar)
+            rows, n_candidates = batch_accuracy(model, each, batch, batch_size, bar, allow_task_mismatch)
             rows.insert(0, "task", each.name)
             rows.insert(1, "window", window_of(each))
             rows.insert(2, "length", length)

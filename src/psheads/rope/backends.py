@@ -743,6 +743,24 @@ def context_length(model: Any) -> int | None:
     return None
 
 
+def input_limit(model: Any) -> int | None:
+    """The longest input ``model`` can run at all: its ``context_length`` where the family precomputes
+    its rotation tables up to the context (GPT-J), None where they are computed per input."""
+    kind = model_kind(model)
+    if kind == "bridge":
+        architecture = type(model.original_model).__name__
+    elif kind == "hooked":
+        architecture = str(getattr(model.cfg, "original_architecture", ""))
+    else:
+        architecture = type(model).__name__
+    return context_length(model) if family_of(architecture).fixed_context else None
+
+
+def tokenizer_of(model: Any) -> Any:
+    """The tokenizer a TransformerLens model carries (``model.tokenizer``); None for a plain HF model."""
+    return getattr(model, "tokenizer", None)
+
+
 def _keeps_logits(model: Any, kind: str) -> bool:
     """Whether the HF forward under ``model`` takes ``logits_to_keep``."""
     hf = model.original_model if kind == "bridge" else model

@@ -171,7 +171,74 @@ def checked_batch(task: Task, n: int, seed: int = 0) -> TaskBatch:
             or batch.tokens.shape[0] != n or len(batch.text) != n or len(batch.answer_text) != n:
         raise ValueError(f"Task {name!r}: generate({n}) returned parts of other sizes (tokens "
                          f"{tuple(batch.tokens.shape)}, answers {tuple(batch.answers.shape)}).")
+    length = int(batch.tokens.shape[1])
+    if length == 0:
+        raise ValueError(f"Task {name!r}: generate({n}) returned empty prompts.")
+    if int(batch.tokens.min()) < 0 or int(batch.answers.min()) < 0:
+        raise ValueError(f"Task {name!r}: token ids must be non-negative.")
+    if int(batch.hops.min()) < 1:
+        raise ValueError(f"Task {name!r}: hops must be ≥ 1 (a 1-hop prompt has hops 1), got {int(batch.hops.min())}.")
+    positions = batch.answer_positions
+    if int(positions.min()) < 0 or int(positions.max()) >= length:
+        raise ValueError(f"Task {name!r}: answer_positions must be positions of the prompt (0…{length - 1}), got "
+                         f"{int(positions.min())}…{int(positions.max())}.")
     return batch
+
+
+def _batch_ids(batch: TaskBatch) -> Int[Tensor, " ids"]:
+    """The distinct token ids ``batch`` holds: its prompts, answers and candidates."""
+    parts = [batch.tokens.flatten(), batch.answers]
+    if isinstance(batch.candidates, Tensor):
+        parts.append(batch.candidates.flatten())
+    return torch.cat(parts).unique()
+
+
+def _is_task_tokenizer(tokenizer: Any) -> bool:
+    """Whether ``tokenizer`` is a task's word list (``word_tokenizer``: its last two tokens are ``<unk>``
+    and ``<bos>``), as a model psheads trains or ships carries: such a model records its task."""
+    vocabulary = tokenizer.get_vocab() if callable(getattr(tokenizer, "get_vocab", None)) else {}
+    size = len(vocabulary)
+    return size >= 2 and vocabulary.get(UNKNOWN) == size - 2 and vocabulary.get(BOS) == size - 1
+
+
+def check_fits(task: Task, batch: TaskBatch, vocab_size: int | None, tokenizer: Any = None,
+               allow_task_mismatch: bool = False) -> None:
+    """Raise ``ValueError`` unless ``batch`` (from ``task``) means to a model what it means to the task.
+
+    Every id the batch holds (prompts, answers, candidates) must lie in the model's vocabulary
+    ``0 … vocab_size − 1``. Where the model records its task (its tokenizer is a task's word list,
+    ``word_tokenizer``) or the task was built for a tokenizer (the LLM tasks), each id must also
+    name the same token to the task (``task.vocabulary[id]``) and to the model's tokenizer, so that
+    a model trained on one task is not run on another task's ids (the number model on letter
+    prompts, say). A model whose tokenizer belongs to no task (a random model) gets the range check.
+
+    Args:
+        task: the task that generated ``batch``.
+        batch: a checked batch (``checked_batch``).
+        vocab_size: the model's vocabulary size, or None when it declares none.
+        tokenizer: the model's tokenizer, or None.
+        allow_task_mismatch: skip the tokenizer comparison (the id range is still checked), for a
+            model deliberately run on another task's ids.
+    """
+    name = getattr(task, "name", type(task).__name__)
+    ids = _batch_ids(batch)
+    if vocab_size is not None and int(ids.max()) >= vocab_size:
+        raise ValueError(f"Task {name!r} emits token id {int(ids.max())}, outside the model's vocabulary of "
+                         f"{vocab_size} tokens (0…{vocab_size - 1}): build the task for this model (fewer symbols, "
+                         f"its tokenizer), or pick the model the task was made for.")
+    if tokenizer is None or allow_task_mismatch \
+            or not (_is_task_tokenizer(tokenizer) or getattr(task, "tokenizer", None) is not None):
+        return
+    vocabulary = task.vocabulary
+    for token_id in ids.tolist():
+        ours = vocabulary[token_id] if token_id < len(vocabulary) else None
+        theirs = tokenizer.convert_ids_to_tokens(token_id)
+        if ours != theirs:
+            raise ValueError(f"Task {name!r} does not match this model's tokenizer: token id {token_id} is {ours!r} to "
+                             f"the task and {theirs!r} to the model, so the model would read other words than the "
+                             "task wrote (was it trained on another task?). Use the task the model was trained on "
+                             "(load_pretrained(name).task), or pass allow_task_mismatch=True "
+                             "(--allow-task-mismatch on the command line) if you mean it.")
 
 
 def word_tokenizer(words: list[str]) -> transformers.PreTrainedTokenizerFast:
