@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 import torch
@@ -51,8 +52,38 @@ def test_boot_local_loads_only_safetensors(tmp_path) -> None:
         weights.unlink()
     torch.save(model.state_dict(), directory / "pytorch_model.bin")
     helpers.save_word_tokenizer(directory)
-    with pytest.raises(ValueError, match="holds no .safetensors weights"):
+    with pytest.raises(ValueError, match="holds no model.safetensors"):
         zoo.boot_local(directory)
+
+
+def test_boot_local_refuses_a_decoy_safetensors_and_pickles_beside_the_weights(tmp_path) -> None:
+    """A decoy x.safetensors beside pytorch_model.bin used to pass the guard, and the pickle was booted."""
+    import pytest
+    import torch
+    import transformers
+
+    from tests import helpers
+
+    directory = tmp_path / "m"
+    model = transformers.AutoModelForCausalLM.from_config(helpers.hf_config("llama"))
+    model.save_pretrained(directory)
+    helpers.save_word_tokenizer(directory)
+    (directory / "model.safetensors").rename(directory / "x.safetensors")
+    torch.save(model.state_dict(), directory / "pytorch_model.bin")
+    with pytest.raises(ValueError, match="holds no model.safetensors"):
+        zoo.boot_local(directory)
+    (directory / "x.safetensors").rename(directory / "model.safetensors")  # the real weights, a pickle beside
+    with pytest.raises(ValueError, match=r"also holds pickled files \(pytorch_model.bin\).*allow_pickle_files=True"):
+        zoo.boot_local(directory)
+    assert zoo.boot_local(directory, allow_pickle_files=True).cfg.n_layers == model.config.num_hidden_layers
+    (directory / "pytorch_model.bin").unlink()
+    index = {"metadata": {}, "weight_map": {"lm_head.weight": "pytorch_model-00001.bin"}}
+    (directory / "model.safetensors").rename(directory / "model-00001.safetensors")
+    (directory / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(ValueError, match=r"maps weights to files that are not safetensors \(\['pytorch_model-00001.bin'\]\)"):
+        zoo.boot_local(directory)
+    with pytest.raises(TypeError, match="allow_pickle_files must be"):
+        zoo.boot_local(directory, allow_pickle_files="yes")
 
 
 # --- registry LLMs: parts found without importing their packages, joined and verified -------------------

@@ -88,7 +88,7 @@ def verify_checkpoint(directory: str | Path) -> dict:
                 f"{directory} is a checkpoint in the old format: its trainer state "
                 f"{directory / LEGACY_TRAINER_STATE} is a pickle, and psheads never unpickles files (a pickle "
                 "can run arbitrary code). This run cannot be resumed; start a new output_dir. (Its weights, "
-                "model.safetensors, still boot with psheads.zoo.boot_local.)")
+                "model.safetensors, still boot with psheads.zoo.boot_local(directory, allow_pickle_files=True).)")
         raise CheckpointError(f"{manifest_path} is missing: {directory} is not a complete checkpoint.")
     try:
         manifest = json.loads(manifest_path.read_text())

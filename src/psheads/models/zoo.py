@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 import transformers
 
-from psheads.interface import reprs
+from psheads.interface import reprs, validation
 from psheads.results import schema
 from psheads.tasks.base import word_tokenizer
 
@@ -48,12 +48,42 @@ BACKENDS = ("bridge", "hooked")
 """``"bridge"``: TransformerLens ``TransformerBridge``; ``"hooked"``: ``HookedTransformer`` (TL 3.x)."""
 
 
+SAFE_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
+"""The weight files Hugging Face loads first from a folder: one of them must be there."""
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+"""Suffixes of pickled files (torch.save, pickle): a folder holding any is refused unless allowed."""
+
+
+def check_safe_folder(directory: Path, allow_pickle_files: bool = False) -> None:
+    """Raise ``ValueError`` unless the weights Hugging Face would load from ``directory`` are safetensors
+    (``SAFE_WEIGHTS``, every shard of an index included) and, unless ``allow_pickle_files``, no pickled
+    file (``PICKLE_SUFFIXES``) lies beside them."""
+    present = [name for name in SAFE_WEIGHTS if (directory / name).is_file()]
+    if not present:
+        raise ValueError(f"{directory} holds no model.safetensors (nor model.safetensors.index.json), the weights "
+                         "Hugging Face loads first: psheads loads only safetensors (no file it reads can run code). "
+                         "Convert the weights with model.save_pretrained(dir, safe_serialization=True), or boot the "
+                         "model yourself if you trust the files.")
+    if present[0].endswith(".json"):
+        shards = set(json.loads((directory / present[0]).read_text()).get("weight_map", {}).values())
+        unsafe = sorted(name for name in shards if not name.endswith(".safetensors"))
+        if unsafe:
+            raise ValueError(f"{directory / present[0]} maps weights to files that are not safetensors ({unsafe}).")
+    pickles = sorted(path.name for path in directory.iterdir() if path.suffix.lower() in PICKLE_SUFFIXES)
+    if pickles and not allow_pickle_files:
+        raise ValueError(f"{directory} also holds pickled files ({', '.join(pickles)}), which can run code when read. "
+                         "psheads would not read them, but a folder that mixes them with safetensors is refused: "
+                         "move them out, or pass allow_pickle_files=True if you trust the folder.")
+
+
 def boot_local(directory: str | Path, dtype: torch.dtype = torch.float32, device: str = "cpu",
-               backend: str = "bridge") -> Any:
+               backend: str = "bridge", allow_pickle_files: bool = False) -> Any:
     """Boot a local Hugging Face model directory as a TransformerLens model (no network needed).
 
-    Only safetensors weights are accepted, so loading never unpickles anything. Set
-    ``HF_HUB_OFFLINE=1`` before importing transformers to forbid any hub lookup.
+    Only safetensors weights are accepted, so loading never unpickles anything: the folder must hold
+    ``model.safetensors`` or a safetensors index (what Hugging Face loads first), and no pickled
+    file beside them (``check_safe_folder``). Set ``HF_HUB_OFFLINE=1`` before importing
+    transformers to forbid any hub lookup.
 
     Args:
         directory: a ``save_pretrained`` directory (config, safetensors weights, tokenizer).
@@ -61,18 +91,18 @@ def boot_local(directory: str | Path, dtype: torch.dtype = torch.float32, device
         device: device.
         backend: ``"bridge"`` (TransformerBridge) or ``"hooked"`` (HookedTransformer,
             TransformerLens 3.x; GPT-J, NeoX, Llama, Mistral, Qwen2, Gemma, Gemma-2).
+        allow_pickle_files: boot a folder that also holds pickled files (``.bin``, ``.pt``, …; an
+            old checkpoint's ``trainer_state.pt``, say); they are still never read.
     """
     from transformer_lens.model_bridge import TransformerBridge
 
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
+    allow_pickle_files = validation.boolean(allow_pickle_files, "allow_pickle_files")
     directory = Path(directory)
     if not (directory / "config.json").is_file():
         raise ValueError(f"{directory} is not a Hugging Face model directory (no config.json).")
-    if not any(directory.glob("*.safetensors")):
-        raise ValueError(f"{directory} holds no .safetensors weights. psheads loads only safetensors (no file it "
-                         "reads can run code): convert the weights with model.save_pretrained(dir, "
-                         "safe_serialization=True), or boot the model yourself if you trust the files.")
+    check_safe_folder(directory, allow_pickle_files)
     if backend == "hooked":
         return _boot_hooked(directory, dtype, device)
     return TransformerBridge.boot_transformers(str(directory), device=device, dtype=dtype)
