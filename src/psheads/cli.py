@@ -176,14 +176,16 @@ def _device(args: argparse.Namespace) -> Any:
     """``--device`` as a torch device that exists on this machine."""
     import torch
 
+    from psheads.interface import validation
+
     try:
-        device = torch.device(args.device)
-    except RuntimeError as err:
+        torch.device(args.device)
+    except RuntimeError as err:  # not a device name at all: a usage error
         raise UsageError(f"--device {args.device}: {err}") from err
-    backend = getattr(torch, device.type, None)
-    if callable(getattr(backend, "is_available", None)) and not backend.is_available():
-        raise CommandError(f"--device {args.device}: no {device.type} device is available here; use --device cpu")
-    return device
+    try:
+        return validation.device(args.device, "--device")
+    except ValueError as err:  # a device this machine does not have
+        raise CommandError(str(err)) from None
 
 
 # --- loading and running ---------------------------------------------------------------------

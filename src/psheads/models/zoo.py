@@ -345,7 +345,7 @@ class Pretrained:
 
 
 def load_pretrained(name: str, dtype: torch.dtype = torch.float32, device: str = "cpu", backend: str = "bridge",
-                    cache: str | Path | None = None) -> Pretrained:
+                    cache: str | Path | None = None, verify_cache: bool = False) -> Pretrained:
     """Boot a shipped task model (``"number"``, ``"letter"``) or a pretrained LLM (``LLMS``) offline.
 
     A pretrained LLM comes from a registry package (``pip install "psheads[gemma]"``): its GGUF is
@@ -358,15 +358,26 @@ def load_pretrained(name: str, dtype: torch.dtype = torch.float32, device: str =
         device: device.
         backend: ``"bridge"`` or ``"hooked"`` (see ``boot_local``).
         cache: cache folder for converted LLMs (default: ``$PSHEADS_CACHE`` or ``~/.cache/psheads``).
+        verify_cache: hash every file of a converted LLM before booting it (by default only files
+            whose size or mtime changed are hashed; a damaged cache is converted again).
 
     Raises:
-        ValueError: unknown name or backend, or the LLM's extra is not installed (the message names it).
+        TypeError: ``name`` is not a string, ``dtype`` not a torch dtype, or ``verify_cache`` not a bool.
+        ValueError: unknown name, backend or device, or the LLM's extra is not installed (the
+            message names it).
         FileNotFoundError: a shipped model's files are missing from the installation.
     """
     from psheads.tasks import get_task
 
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a model name (a string: one of {PRETRAINED + tuple(LLMS)}), got "
+                        f"{type(name).__name__}.")
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch dtype (torch.float32, torch.bfloat16, …), got {dtype!r}.")
+    device = validation.device(device)
+    verify_cache = validation.boolean(verify_cache, "verify_cache")
     if name in LLMS:
-        return _load_llm(LLMS[name], dtype, device, backend, cache)
+        return _load_llm(LLMS[name], dtype, device, backend, cache, verify_cache)
     if name not in PRETRAINED:
         raise ValueError(f"Unknown pretrained model {name!r}; choose one of {PRETRAINED + tuple(LLMS)}.")
     directory = PRETRAINED_DIR / name
@@ -442,15 +453,18 @@ def assemble_gguf(spec: PipModel, destination: Path) -> Path:
     return target
 
 
-def _load_llm(spec: PipModel, dtype: torch.dtype, device: str, backend: str, cache: str | Path | None) -> Pretrained:
+def _load_llm(spec: PipModel, dtype: torch.dtype, device: str, backend: str, cache: str | Path | None,
+              verify: bool) -> Pretrained:
     target = _converted_path(cache_folder(cache), Path(spec.file_name), spec.sha256)
-    if not (target / _CONVERTED).exists():
+    if not _intact(target, verify):
         pip_parts(spec)  # before any work: a missing package says what to install
-        with tempfile.TemporaryDirectory(dir=_ensure(target.parent)) as scratch:
+        _remove_stale(_ensure(target.parent), ASSEMBLY_PREFIX)
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=f"{ASSEMBLY_PREFIX}{os.getpid()}-") as scratch:
             gguf = assemble_gguf(spec, Path(scratch) / spec.file_name)
             convert_gguf(gguf, cache, name=spec.file_name, digest=spec.sha256)
+    record = {key: value for key, value in json.loads((target / _CONVERTED).read_text()).items() if key != "files"}
     info = {"name": spec.name, "title": spec.title, "source": "registry packages " + ", ".join(p for p, _ in spec.parts),
-            "directory": str(target), "licence": spec.licence, **json.loads((target / _CONVERTED).read_text())}
+            "directory": str(target), "licence": spec.licence, **record}
     return Pretrained(model=boot_local(target, dtype=dtype, device=device, backend=backend), task=None,
                       evaluation=None, dynamics=None, info=info)
 
@@ -458,6 +472,85 @@ def _load_llm(spec: PipModel, dtype: torch.dtype, device: str, backend: str, cac
 def _ensure(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+ASSEMBLY_PREFIX = "assembly-"
+"""Scratch folders where a GGUF is joined from its parts: ``assembly-<pid>-…``."""
+PARTIAL_INFIX = ".partial-"
+"""A conversion in progress: ``<target>.partial-<pid>-…`` beside its target."""
+
+
+def _remove_stale(folder: Path, prefix: str) -> None:
+    """Remove the scratch folders ``<prefix><pid>-…`` in ``folder`` whose process is gone (a killed build)."""
+    for path in folder.glob(f"{prefix}*"):
+        pid = path.name[len(prefix):].split("-", 1)[0]
+        if path.is_dir() and not path.is_symlink() and pid.isdigit() and not _alive(int(pid)):
+            logger.info("Removing %s, left by an interrupted build", path)
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _file_facts(path: Path, digest: bool = True) -> dict[str, Any]:
+    stat = path.stat()
+    facts: dict[str, Any] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    if digest:
+        facts["sha256"] = _sha256(path)
+    return facts
+
+
+def _record_files(folder: Path, record: dict) -> None:
+    """Write ``record`` with the size, mtime and SHA-256 of every file in ``folder`` as its marker, atomically."""
+    files = {path.name: _file_facts(path) for path in sorted(folder.iterdir()) if path.is_file()
+             and path.name != _CONVERTED}
+    scratch = folder / f"{_CONVERTED}.{os.getpid()}.tmp"
+    scratch.write_text(json.dumps({**record, "files": files}, indent=2))
+    os.replace(scratch, folder / _CONVERTED)
+
+
+def _intact(target: Path, verify: bool = False) -> bool:
+    """Whether the converted folder ``target`` is complete and unchanged since it was written.
+
+    Its marker lists every file with size, mtime and SHA-256. A file whose size and mtime match is
+    taken as it is (``verify=True`` hashes every file anyway); one whose size or mtime changed is
+    hashed, and a different hash, a missing file or an unreadable marker makes the folder damaged
+    (logged with the file's path). A folder converted by an older psheads, whose marker lists no
+    files, is hashed once and its record completed.
+    """
+    marker = target / _CONVERTED
+    if not marker.is_file():
+        return False
+    try:
+        record = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        record = None
+    if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
+        logger.warning("The cache record %s is unreadable: rebuilding %s.", marker, target)
+        return False
+    files = record.get("files")
+    if files is None:
+        _record_files(target, record)
+        return True
+    for name, expected in (files.items() if isinstance(files, dict) else ()):
+        path = target / name
+        if not path.is_file() or path.is_symlink():
+            logger.warning("The cached file %s is missing: rebuilding %s.", path, target)
+            return False
+        facts = _file_facts(path, digest=False)
+        if verify or facts["size"] != expected.get("size") or facts["mtime_ns"] != expected.get("mtime_ns"):
+            if _sha256(path) != expected.get("sha256"):
+                logger.warning("The cached file %s changed since psheads wrote it (SHA-256 differs): rebuilding %s.",
+                               path, target)
+                return False
+    return isinstance(files, dict) and bool(files)
 
 
 def _converted_path(cache: Path, gguf: Path, digest: str) -> Path:
@@ -473,12 +566,23 @@ def _sha256(path: Path) -> str:
 
 
 def convert_gguf(path: str | Path, cache: str | Path | None = None, *, name: str | None = None,
-                 digest: str | None = None) -> Path:
+                 digest: str | None = None, verify: bool = False) -> Path:
     """Dequantise a GGUF file once into a Hugging Face directory (fp32 safetensors and tokenizer).
 
     The directory lives in ``cache`` (``cache_folder``), keyed by the file's SHA-256, and is
-    written atomically: a marker is written last and the folder renamed into place, so an
-    interrupted conversion leaves nothing that would be reused. An existing conversion is reused.
+    written atomically: a marker listing every file's size, mtime and SHA-256 is written last and
+    the folder renamed into place, so an interrupted conversion leaves nothing that would be
+    reused. An existing conversion is reused while it is intact: a file whose size or mtime
+    changed is hashed, and a damaged folder (a changed, missing or truncated file, an unreadable
+    marker) is converted again, with a warning naming the file. Scratch folders of builds that
+    were killed are removed. The record detects damage; it does not authenticate.
+
+    Args:
+        path: the GGUF file.
+        cache: the cache folder (``cache_folder``).
+        name: the file name the cache is keyed by (default: ``path``'s).
+        digest: the file's SHA-256 when the caller has checked it (default: computed).
+        verify: hash every cached file, not only those whose size or mtime changed.
 
     Returns:
         The converted directory.
@@ -486,13 +590,15 @@ def convert_gguf(path: str | Path, cache: str | Path | None = None, *, name: str
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"No GGUF file at {path}.")
+    verify = validation.boolean(verify, "verify")
     _needs_gguf()
     name = path.name if name is None else name
     digest = _sha256(path) if digest is None else digest
     target = _converted_path(cache_folder(cache), Path(name), digest)
-    if (target / _CONVERTED).exists():
+    if _intact(target, verify):
         return target
-    with tempfile.TemporaryDirectory(dir=_ensure(target.parent), prefix=target.name + ".partial-") as scratch:
+    _remove_stale(_ensure(target.parent), target.name + PARTIAL_INFIX)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f"{target.name}{PARTIAL_INFIX}{os.getpid()}-") as scratch:
         partial = Path(scratch) / "model"
         logger.info("Dequantising %s into %s (once)", path, target)
         model = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
@@ -501,20 +607,21 @@ def convert_gguf(path: str | Path, cache: str | Path | None = None, *, name: str
         del model.config.quantization_config
         model.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
-        record = {"gguf": name, "sha256": digest, "transformers": transformers.__version__}
-        (partial / _CONVERTED).write_text(json.dumps(record, indent=2))
-        if not (target / _CONVERTED).exists():
-            if target.exists():
-                shutil.rmtree(target)  # an earlier, interrupted copy
+        _record_files(partial, {"gguf": name, "sha256": digest, "transformers": transformers.__version__})
+        if not _intact(target):  # another process may have finished first
+            if target.is_symlink() or target.is_file():
+                target.unlink()
+            elif target.exists():
+                shutil.rmtree(target)  # an earlier, interrupted or damaged copy
             os.replace(partial, target)
     return target
 
 
 def boot_gguf(path: str | Path, dtype: torch.dtype = torch.float32, device: str = "cpu", backend: str = "bridge",
-              cache: str | Path | None = None) -> Any:
+              cache: str | Path | None = None, verify: bool = False) -> Any:
     """Boot any GGUF file transformers can read: dequantised once (``convert_gguf``), then booted
     like a local directory (``boot_local``). Needs the ``gguf`` package."""
-    return boot_local(convert_gguf(path, cache), dtype=dtype, device=device, backend=backend)
+    return boot_local(convert_gguf(path, cache, verify=verify), dtype=dtype, device=device, backend=backend)
 
 
 def export_checkpoint(checkpoint: str | Path, destination: str | Path, dtype: torch.dtype = torch.float16) -> Path:

@@ -306,8 +306,11 @@ def get_task(name: str, **options: object) -> Task:
 
     Raises:
         ValueError: no task of that name is registered.
-        TypeError: the factory did not return a Task.
+        TypeError: ``name`` is not a string, or the factory did not return a Task.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a task name (a string: one of {', '.join(sorted(_REGISTRY))}), got "
+                        f"{type(name).__name__}.")
     if name not in _REGISTRY:
         raise ValueError(f"Unknown task {name!r}; registered tasks: {', '.join(sorted(_REGISTRY))}.")
     task = _REGISTRY[name](**options)
