@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -79,11 +82,13 @@ def test_run_checkpoints_resume_and_dynamics(tmp_path) -> None:
 def test_train_refuses_a_device_this_machine_lacks(tmp_path) -> None:
     run = tmp_path / "run"
     if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match=r"CUDA is not available on this machine .* device='cpu'"):
+        with pytest.raises(ValueError, match=r"device 'cuda': no cuda device is available here; use 'cpu'"):
             training.train(NumberTask(), tiny_config(), run, progress=False, device="cuda")
-    with pytest.raises(ValueError, match="'gpu' is not a torch device"):
+    with pytest.raises(ValueError, match="device 'gpu' is not a device torch knows"):
         training.train(NumberTask(), tiny_config(), run, progress=False, device="gpu")
-    with pytest.raises(TypeError, match="device must be a string"):
+    with pytest.raises(ValueError, match="device 'meta' holds shapes, not numbers"):  # used to fail at a checkpoint
+        training.train(NumberTask(), tiny_config(), run, progress=False, device="meta")
+    with pytest.raises(TypeError, match="device must be a device name"):
         training.train(NumberTask(), tiny_config(), run, progress=False, device=0.5)
     assert not run.exists()
     assert training.training_device(torch.device("cpu")) == torch.device("cpu")
@@ -369,3 +374,57 @@ def test_every_allowed_seed_trains() -> None:
     assert tokens.shape[0] == answers.shape[0] == config.batch_size
     assert training.derived_seed(training.TEST_SEED_OFFSET + config.seed + 1) >= 0
     assert training.derived_seed(7 * 1_000_003 + 5) == 7 * 1_000_003 + 5  # ordinary seeds are unchanged
+
+
+def test_a_second_training_into_one_folder_is_refused(tmp_path, monkeypatch, caplog) -> None:
+    """Two trainings into one output_dir used to mix their checkpoints (one crashed, the other
+    reported success over both)."""
+    real, seen = training.evaluate, []
+
+    def second_writer(*args, **kwargs):  # while the first run evaluates its first checkpoint
+        if not seen:
+            with pytest.raises(ValueError, match=r"is being written by another training \(pid \d+ on .*delete .*"
+                                                 r"\.psheads-lock\.json"):
+                training.train(NumberTask(), tiny_config(lr=3e-4), tmp_path / "run", progress=False)
+            seen.append(True)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(training, "evaluate", second_writer)
+    training.train(NumberTask(), tiny_config(dynamics_prompts=0), tmp_path / "run", progress=False)
+    assert seen and not (tmp_path / "run" / checkpoints.LOCK).exists()  # released at the end
+    monkeypatch.setattr(training, "evaluate", real)
+    # a lock left by a process that has died (SIGKILL) is taken over; one of a live process is not
+    other = tmp_path / "other"
+    other.mkdir()
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    lock = {"pid": int(finished.stdout), "host": socket.gethostname(), "since": "earlier"}
+    (other / checkpoints.LOCK).write_text(json.dumps(lock))
+    with caplog.at_level("WARNING", logger="psheads.models.checkpoints"):
+        training.train(NumberTask(), tiny_config(dynamics_prompts=0, steps=3), other, progress=False)
+    assert "no longer running" in caplog.text and not (other / checkpoints.LOCK).exists()
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as alive:
+        try:
+            (other / checkpoints.LOCK).write_text(json.dumps({**lock, "pid": alive.pid}))
+            with pytest.raises(ValueError, match=f"pid {alive.pid} on"):
+                training.train(NumberTask(), tiny_config(dynamics_prompts=0, steps=3), other, progress=False)
+            assert (other / checkpoints.LOCK).exists()  # the holder's lock is left alone
+        finally:
+            alive.kill()
+
+
+def test_symbolic_links_in_a_run_folder_are_replaced_never_written_through(tmp_path, reference_run) -> None:
+    """A pre-placed evaluation.csv.partial -> victim was overwritten on resume, and a checkpoint
+    folder that is a link ended in 'Cannot call rmtree on a symbolic link'."""
+    run = _copy_run(reference_run.output_dir, tmp_path / "run")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (run / "evaluation.csv.partial").symlink_to(victim)
+    elsewhere = _copy_run(run / "checkpoint-000006", tmp_path / "elsewhere")
+    shutil.rmtree(run / "checkpoint-000006")
+    (run / "checkpoint-000006").symlink_to(elsewhere, target_is_directory=True)
+    (elsewhere / "model.safetensors").write_bytes(b"damaged")  # step 6 is redone from step 3
+    resumed = training.train(NumberTask(), tiny_config(dynamics_prompts=4), run, progress=False)
+    assert victim.read_text() == "precious" and (elsewhere / "model.safetensors").read_bytes() == b"damaged"
+    assert not (run / "checkpoint-000006").is_symlink() and not (run / "evaluation.csv.partial").exists()
+    _same_weights(resumed.final_checkpoint, reference_run.final_checkpoint)
+    assert (run / "evaluation.csv").read_bytes() == (reference_run.output_dir / "evaluation.csv").read_bytes()

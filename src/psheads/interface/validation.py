@@ -168,4 +168,8 @@ def device(value: Any, name: str = "device") -> str:
     if parsed.type != "cpu" and callable(getattr(backend, "is_available", None)) \
             and not backend.is_available():
         raise ValueError(f"{name} {value!r}: no {parsed.type} device is available here; use 'cpu'.")
+    try:
+        torch.empty(0, device=parsed)
+    except (RuntimeError, AssertionError) as err:  # an absent GPU index, a backend torch was built without
+        raise ValueError(f"{name} {value!r} is not available on this machine ({err}); use 'cpu'.") from None
     return str(parsed)

@@ -18,6 +18,8 @@ import logging
 import os
 import re
 import shutil
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,8 @@ TRAINING_CONFIG = "training_config.json"
 EVALUATION_CSV = "evaluation.csv"
 DYNAMICS_CSV = "dynamics.csv"
 LEGACY_TRAINER_STATE = "trainer_state.pt"
+LOCK = ".psheads-lock.json"
+"""A run folder's writer: pid, host and start time of the training that holds it."""
 
 _CHECKPOINT_NAME = re.compile(re.escape(CHECKPOINT_PREFIX) + r"([0-9]+)")
 
@@ -52,6 +56,57 @@ _CHECKPOINT_NAME = re.compile(re.escape(CHECKPOINT_PREFIX) + r"([0-9]+)")
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be resumed: damaged, incomplete, or written in the old pickled format."""
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (one of another user counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def run_lock(output_dir: Path) -> Iterator[None]:
+    """Hold ``output_dir`` for one training at a time: a lock file (``LOCK``) holding this process's
+    pid, host and start time, created exclusively and removed on exit.
+
+    A lock whose process is gone (same host, pid not running, or an unreadable lock file) is
+    stale: it is taken over with a warning. A lock held by a running process, or by a process on
+    another host (which this one cannot see), is refused.
+
+    Raises:
+        ValueError: another training holds ``output_dir`` (the message names it and the lock file).
+    """
+    path = output_dir / LOCK
+    mine = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    while True:
+        try:
+            handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except FileExistsError:
+            try:
+                holder = json.loads(path.read_text())
+                pid, host = int(holder["pid"]), str(holder["host"])
+            except (OSError, ValueError, KeyError, TypeError):
+                holder, pid, host = None, -1, mine["host"]
+            if holder is not None and (host != mine["host"] or process_alive(pid)):
+                raise ValueError(f"{output_dir} is being written by another training (pid {pid} on {host}, since "
+                                 f"{holder.get('since', '?')}): two runs in one folder would mix their checkpoints. "
+                                 f"Wait for it, or pick another output_dir; if no such training runs, delete "
+                                 f"{path}.") from None
+            logger.warning("Taking over %s from a training that is no longer running (%s).", path, holder)
+            remove_entry(path)
+            continue
+        with os.fdopen(handle, "w") as out:
+            json.dump(mine, out)
+        break
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def checkpoint_step(directory: str | Path) -> int | None:
@@ -249,9 +304,21 @@ def write_manifest(path: Path, step: int) -> None:
     fsync(path)
 
 
+def remove_entry(path: Path) -> None:
+    """Remove ``path`` whatever it is: a symbolic link itself (never what it points to), a file or a
+    folder tree; nothing if it does not exist."""
+    if path.is_symlink():
+        logger.warning("%s is a symbolic link (to %s): psheads replaces the link and never writes through it.",
+                       path, os.readlink(path))
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
 def replace_directory(partial: Path, directory: Path) -> None:
-    if directory.exists():  # a damaged checkpoint of the same step, being redone
-        shutil.rmtree(directory)
+    remove_entry(directory)  # a damaged checkpoint of the same step, being redone (or a link to one)
     os.replace(partial, directory)
     fsync(directory.parent)
 
@@ -275,6 +342,7 @@ def publish_records(checkpoint: Path, output_dir: Path) -> None:
     """Make the run-level CSV files copies of ``checkpoint``'s (each replaced atomically)."""
     for name in (EVALUATION_CSV, DYNAMICS_CSV):
         partial = output_dir / (name + PARTIAL_SUFFIX)
+        remove_entry(partial)  # a link placed there would otherwise be written through
         shutil.copyfile(checkpoint / name, partial)
         fsync(partial)
         os.replace(partial, output_dir / name)
@@ -334,8 +402,7 @@ def sealed(directory: Path, step: int) -> Iterator[Path]:
     folder is removed and nothing else changes.
     """
     partial = directory.with_name(directory.name + PARTIAL_SUFFIX)
-    if partial.exists():
-        shutil.rmtree(partial)
+    remove_entry(partial)
     partial.mkdir(parents=True)
     try:
         yield partial

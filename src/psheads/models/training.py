@@ -338,28 +338,13 @@ def checkpoint_dynamics(directory: Path, task: Task, config: TrainConfig, step: 
 
 # --- the loop ------------------------------------------------------------------------------------
 def training_device(device: str | torch.device) -> torch.device:
-    """``device`` as a ``torch.device``, checked to exist on this machine.
+    """``device`` as a ``torch.device``, checked to exist on this machine (``validation.device``).
 
     Raises:
         TypeError: not a string or ``torch.device``.
-        ValueError: not a device name, or a device this machine does not have.
+        ValueError: not a device name, ``"meta"``, or a device this machine does not have.
     """
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"device must be a string such as 'cpu' or 'cuda:0', or a torch.device, got "
-                        f"{type(device).__name__} ({device!r}).")
-    try:
-        resolved = torch.device(device)
-    except RuntimeError as error:
-        raise ValueError(f"device {device!r} is not a torch device ({error}); pass e.g. 'cpu' or 'cuda:0'.") from None
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r}: CUDA is not available on this machine (torch.cuda.is_available() is "
-                         "False); train with device='cpu'.")
-    try:
-        torch.empty(0, device=resolved)
-    except (RuntimeError, AssertionError) as error:  # an absent GPU index, a backend torch was built without
-        raise ValueError(f"device {device!r} is not available on this machine ({error}); train with "
-                         "device='cpu'.") from None
-    return resolved
+    return torch.device(validation.device(device))
 
 
 def train(task: Task | str, config: TrainConfig | None = None, output_dir: str | Path = "runs/psheads",
@@ -370,7 +355,9 @@ def train(task: Task | str, config: TrainConfig | None = None, output_dir: str |
         task: a ``Task`` or a registered task name.
         config: the recipe (default: paper B's).
         output_dir: run directory (checkpoints, ``evaluation.csv``, ``dynamics.csv``). If this
-            call creates it and fails before writing anything, it is removed again.
+            call creates it and fails before writing anything, it is removed again. One training
+            writes into it at a time (``checkpoints.run_lock``); nothing is written through a
+            symbolic link inside it (a link is replaced, never followed).
         resume: continue from the newest good checkpoint in ``output_dir`` if there is one
             (with ``False``, a directory that already holds checkpoints is refused). Resuming
             verifies the checkpoint's manifest; a damaged checkpoint is skipped with a warning
@@ -403,7 +390,9 @@ def train(task: Task | str, config: TrainConfig | None = None, output_dir: str |
     created = [output_dir, *output_dir.parents]
     created = created[: next((i for i, p in enumerate(created) if p.exists()), len(created))]
     try:
-        return _train(task, config, output_dir, resume, progress, device)
+        output_dir.mkdir(parents=True, exist_ok=True)
+        with checkpoints.run_lock(output_dir):
+            return _train(task, config, output_dir, resume, progress, device)
     except BaseException:
         for directory in created:  # deepest first; stops at the first one something was written into
             try:

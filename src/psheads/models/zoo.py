@@ -19,6 +19,7 @@ import torch
 import transformers
 
 from psheads.interface import reprs, validation
+from psheads.models.checkpoints import process_alive
 from psheads.results import schema
 from psheads.tasks.base import word_tokenizer
 
@@ -484,19 +485,9 @@ def _remove_stale(folder: Path, prefix: str) -> None:
     """Remove the scratch folders ``<prefix><pid>-…`` in ``folder`` whose process is gone (a killed build)."""
     for path in folder.glob(f"{prefix}*"):
         pid = path.name[len(prefix):].split("-", 1)[0]
-        if path.is_dir() and not path.is_symlink() and pid.isdigit() and not _alive(int(pid)):
+        if path.is_dir() and not path.is_symlink() and pid.isdigit() and not process_alive(int(pid)):
             logger.info("Removing %s, left by an interrupted build", path)
             shutil.rmtree(path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def _file_facts(path: Path, digest: bool = True) -> dict[str, Any]:
