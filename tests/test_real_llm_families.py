@@ -102,3 +102,21 @@ def test_scores_profiles_and_gates(llm) -> None:
         again = pretrained.model(short)
     assert float((gated - plain).abs().max()) > 1e-4  # the gate changes the output
     torch.testing.assert_close(again, plain, atol=0, rtol=0)  # and leaves nothing behind
+
+
+@pytest.mark.parametrize("task", ["llm-number", "llm-letter", "binding"])
+def test_the_llm_tasks_are_written_in_this_tokenizer(llm, task) -> None:
+    """Qwen2.5's tokenizer merges across fragment boundaries (".\\n\\n" is one token, "=sun" is "=s" "un"):
+    the tasks used to refuse it; consecutive text is now tokenised together and a value must stay
+    one token after what precedes it."""
+    _, pretrained, _, _ = llm
+    tokenizer = pretrained.model.tokenizer
+    for window in (12, 100):
+        built = psheads.tasks.with_window(psheads.tasks.get_task(task).for_tokenizer(tokenizer), window)
+        batch = psheads.tasks.checked_batch(built, 32, seed=1)  # generate checks each prompt's tokenisation
+        rows = torch.arange(len(batch))
+        assert torch.equal(batch.tokens[rows, batch.answer_positions], batch.answers)
+    if task == "llm-letter":
+        equals = tokenizer("=", add_special_tokens=False)["input_ids"]
+        for word, token in zip(built.answer_words, built.candidates.tolist()):
+            assert tokenizer("=" + word, add_special_tokens=False)["input_ids"] == [*equals, token], word

@@ -163,16 +163,24 @@ class _Encoder:
             self._cache[text] = tuple(self.many([text])[0])
         return self._cache[text]
 
-    def _single(self, forms: Sequence[str]) -> list[int | None]:
-        """Each form's token id, or None where it is not one known token."""
-        return [ids[0] if len(ids) == 1 and ids[0] != self.unknown else None for ids in self.many(forms)]
+    def _single(self, forms: Sequence[str], after: str = "") -> list[int | None]:
+        """Each form's token id, or None where it is not one known token, alone and after the text
+        ``after`` (a tokenizer may merge a word with what precedes it: Qwen2.5 reads ``=sun`` as
+        ``=s`` ``un``)."""
+        alone = [ids[0] if len(ids) == 1 and ids[0] != self.unknown else None for ids in self.many(forms)]
+        if not after:
+            return alone
+        prefix = list(self(after))
+        return [token if token is not None and ids == [*prefix, token] else None
+                for token, ids in zip(alone, self.many([after + form for form in forms]))]
 
-    def words(self, words: Sequence[str], space: bool, what: str) -> tuple[list[str], list[int]]:
-        """Forms and ids of ``words``, each of which must be its own single token."""
+    def words(self, words: Sequence[str], space: bool, what: str, after: str = "") -> tuple[list[str], list[int]]:
+        """Forms and ids of ``words``, each of which must be its own single token (also after ``after``)."""
         forms = [" " + word if space else word for word in words]
-        ids = self._single(forms)
+        ids = self._single(forms, after)
         bad = [word for word, token in zip(words, ids) if token is None]
         where = "with a leading space" if space else "without a leading space"
+        where += f", alone and after {after!r}," if after else ""
         if bad:
             raise ValueError(f"{self.task}: every {what} must be a single token {where} in this tokenizer; "
                              f"{len(bad)} are not: {bad[:10]}{' …' if len(bad) > 10 else ''}. Pass other words as "
@@ -182,10 +190,11 @@ class _Encoder:
         return forms, [int(token) for token in ids]  # type: ignore[arg-type]
 
     def filtered(self, words: Sequence[str], space: bool, needed: int, what: str,
-                 avoid: set[int], option: str = "keys") -> tuple[list[str], list[int]]:
-        """The forms and ids of the ``words`` that are single tokens (distinct, none in ``avoid``)."""
+                 avoid: set[int], option: str = "keys", after: str = "") -> tuple[list[str], list[int]]:
+        """The forms and ids of the ``words`` that are single tokens, also after ``after`` (distinct, none
+        in ``avoid``)."""
         forms, ids, seen = [], [], set(avoid)
-        for word, token in zip(words, self._single([" " + w if space else w for w in words])):
+        for word, token in zip(words, self._single([" " + w if space else w for w in words], after)):
             if token is not None and token not in seen:
                 forms.append(" " + word if space else word)
                 ids.append(token)
@@ -198,22 +207,39 @@ class _Encoder:
 
 
 class _Prompt:
-    """A prompt under construction: its text and token ids, fragment by fragment."""
+    """A prompt under construction: its text and token ids, fragment by fragment.
+
+    Consecutive text fragments are tokenised together (a tokenizer may merge across their
+    boundary: Qwen2.5 reads ``".\n\n"`` as one token), so only the boundaries around words matter.
+    """
 
     def __init__(self, encode: _Encoder, bos: list[int]) -> None:
         self._encode = encode
-        self.ids = list(bos)
+        self._ids = list(bos)
+        self._pending = ""
         self.parts: list[str] = []
 
+    def _flush(self) -> None:
+        if self._pending:
+            self._ids.extend(self._encode(self._pending))
+            self._pending = ""
+
+    @property
+    def ids(self) -> list[int]:
+        """The token ids so far."""
+        self._flush()
+        return self._ids
+
     def text(self, text: str) -> None:
-        self.ids.extend(self._encode(text))
+        self._pending += text
         self.parts.append(text)
 
     def word(self, form: str, token: int) -> int:
         """Add a single-token word; return its position."""
+        self._flush()
         self.parts.append(form)
-        self.ids.append(token)
-        return len(self.ids) - 1
+        self._ids.append(token)
+        return len(self._ids) - 1
 
 
 @dataclass(frozen=True)
@@ -264,6 +290,7 @@ class _LLMTask:
 
     _DEFAULT_VALUES: tuple[str, ...] = ()
     _VALUE_SPACE = True
+    _VALUE_AFTER = ""  # the text a value follows where it is not a word boundary (the letter task's "=")
 
     def __post_init__(self) -> None:
         def put(name: str, value: Any) -> None:  # a frozen dataclass
@@ -285,9 +312,9 @@ class _LLMTask:
         bos = [int(bos_id)] if self.prepend_bos and bos_id is not None else []
         if self.values is None:  # the defaults that are single tokens in this tokenizer (recorded in answer_words)
             values, value_ids = encode.filtered(self._DEFAULT_VALUES, self._VALUE_SPACE, MIN_DEFAULT_VALUES, "value",
-                                                avoid=set(), option="values")
+                                                avoid=set(), option="values", after=self._VALUE_AFTER)
         else:  # the user's words, every one of them
-            values, value_ids = encode.words(self.values, self._VALUE_SPACE, "value")
+            values, value_ids = encode.words(self.values, self._VALUE_SPACE, "value", after=self._VALUE_AFTER)
         return _Built(encode, bos, values, value_ids)
 
     def for_tokenizer(self, tokenizer: Any) -> Any:
@@ -537,7 +564,8 @@ class LLMLetterTask(_LookupTask):
             None until ``for_tokenizer``.
         prepend_bos: start every prompt with the tokenizer's BOS token (if it has one), as
             TransformerLens does for strings.
-        values: the values (default ``ITEMS``); each must be one token without a leading space.
+        values: the values (default: the words of ``ITEMS`` that are); each must be one token without a
+            leading space, alone and after ``=``.
         keys: the keys (default ``KEYS``); those that are one token with a leading space are used,
             and ``window`` of them must be.
     """
@@ -547,6 +575,7 @@ class LLMLetterTask(_LookupTask):
     _DEFAULT_VALUES = ITEMS
     _DEFAULT_KEYS = KEYS
     _VALUE_SPACE = False
+    _VALUE_AFTER = "="
     INTRO = "Each list pairs keys with values as key=value. Answer with the value of the queried key."
     LIST = "\n\nPairs:"
     QUERY = "\nQuery:"
