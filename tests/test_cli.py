@@ -13,6 +13,8 @@ import torch
 import psheads
 from psheads import cli
 from psheads.models import zoo
+from psheads.results import files
+from psheads.results.files import sidecar
 from tests import helpers
 
 # numerically sensitive: every test runs at 1 and 2 torch threads (see conftest.torch_threads)
@@ -103,6 +105,53 @@ def test_out_keeps_the_provenance_and_the_new_options_reach_the_library(director
                      "--out", str(profile_out), "--quiet"]) == 0
     planes = psheads.load_frame(profile_out)
     assert set(planes["layer"]) == {0} and planes.attrs["config"]["batch_size"] == 3
+
+
+def test_outputs_that_exist_are_kept_unless_forced(directory, prompts, tmp_path, monkeypatch, capsys) -> None:
+    """--out existing.csv used to overwrite the file and its settings without a word."""
+    out = tmp_path / "scores.csv"
+    base = ["score", str(directory), "--prompts-file", str(prompts), "--layers", "0", "--quiet"]
+    assert cli.main([*base, "--out", str(out)]) == 0
+    first = out.read_bytes()
+    capsys.readouterr()
+    assert cli.main([*base, "--out", str(out), "--layers", "1"]) == 1
+    err = capsys.readouterr().err
+    assert f"{out} and {sidecar(out)} already exist; pass --force to overwrite" in err and len(err.splitlines()) == 1
+    assert out.read_bytes() == first
+    out.rename(tmp_path / "kept.csv")  # only the settings file left: still refused, it would be overwritten
+    assert cli.main([*base, "--out", str(out), "--layers", "1"]) == 1
+    assert f"{sidecar(out)} already exists" in capsys.readouterr().err and not out.exists()
+    (tmp_path / "kept.csv").rename(out)
+    assert cli.main([*base, "--out", str(out), "--layers", "1", "--force"]) == 0
+    assert set(psheads.load_frame(out)["layer"]) == {1}
+    report_out = tmp_path / "r.html"
+    report_out.write_text("mine")
+    assert cli.main(["reproduce", "--out", str(report_out), "--quiet"]) == 1 and report_out.read_text() == "mine"
+    assert "already exists" in capsys.readouterr().err
+    # a sidecar that cannot be written takes the CSV with it: no table without its settings
+    real = files.Path.write_text
+
+    def full_disk(self, *args, **kwargs):
+        if self.name.endswith(".attrs.json"):
+            raise OSError(28, "No space left on device")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(files.Path, "write_text", full_disk)
+    half = tmp_path / "half.csv"
+    assert cli.main([*base, "--out", str(half)]) == 1
+    assert "No space left on device" in capsys.readouterr().err
+    assert not half.exists() and not sidecar(half).exists()
+
+
+@pytest.mark.parametrize("command", [["train", "letter", "--steps", "1"], ["atlas", "gemma-3-270m"],
+                                     ["score", "number"], ["reproduce"]])
+def test_an_empty_out_is_refused(command, capsys, loads, monkeypatch) -> None:
+    """train --out "" used to train into the current directory."""
+    monkeypatch.setattr(zoo, "load_pretrained", lambda *args, **kwargs: pytest.fail("a model was loaded"))
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([*command, "--out", "", "--quiet"])
+    assert exit_info.value.code == 2 and "--out is empty: name the" in capsys.readouterr().err
+    assert loads == []
 
 
 def test_train_command(capsys, tmp_path) -> None:

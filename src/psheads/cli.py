@@ -94,10 +94,16 @@ def _seed(text: str) -> int:
     return value
 
 
-def _check_writable(path: str | None, flag: str) -> None:
-    """Refuse an output file whose folder does not exist or cannot be written."""
+def _check_writable(path: str | None, flag: str, force: bool | None = None, also: tuple[Path, ...] = ()) -> None:
+    """Refuse an empty output path, one whose folder does not exist or cannot be written, and (unless
+    ``force``; None: a folder that is created or resumed) a file that exists, with ``also`` beside it."""
     if path is None:
         return
+    _non_empty(path, flag, "folder" if force is None else "file")
+    existing = [str(each) for each in (Path(path), *also) if force is False and (each.exists() or each.is_symlink())]
+    if existing:
+        raise CommandError(f"{flag} {path}: {' and '.join(existing)} already exist{'s' if len(existing) == 1 else ''}; "
+                           "pass --force to overwrite, or choose another name")
     folder = Path(path).resolve().parent
     if not folder.is_dir():
         raise CommandError(f"cannot write {flag} {path}: the folder {folder} does not exist")
@@ -105,26 +111,34 @@ def _check_writable(path: str | None, flag: str) -> None:
         raise CommandError(f"cannot write {flag} {path}: the folder {folder} is not writable")
 
 
-def _check_out(path: str | None) -> None:
-    """``--out``: a format ``save_frame`` writes (with its dependencies) into a writable folder."""
-    from psheads.results.files import check_frame_path
+def _non_empty(path: str | None, flag: str, what: str) -> None:
+    if path is not None and not path.strip():
+        raise UsageError(f"{flag} is empty: name the {what} to write")
+
+
+def _check_out(path: str | None, force: bool) -> None:
+    """``--out``: a format ``save_frame`` writes (with its dependencies) into a writable folder, new
+    unless ``--force`` (a CSV's settings file too)."""
+    from psheads.results.files import check_frame_path, sidecar
 
     if path is None:
         return
+    _non_empty(path, "--out", "file")
     try:
         check_frame_path(path)
     except ValueError as err:
         raise UsageError(f"--out {err}") from err
     except ImportError as err:
         raise CommandError(f"--out {err}") from err
-    _check_writable(path, "--out")
+    _check_writable(path, "--out", force, (sidecar(path),) if Path(path).suffix.lower() == ".csv" else ())
 
 
-def _check_html(path: str | None, flag: str) -> None:
-    """An HTML output (a figure, the report) into a writable folder."""
+def _check_html(path: str | None, flag: str, force: bool) -> None:
+    """An HTML output (a figure, the report) into a writable folder, new unless ``--force``."""
+    _non_empty(path, flag, "file")
     if path is not None and Path(path).suffix.lower() not in (".html", ".htm"):
         raise UsageError(f"{flag} {path}: it is written as HTML (.html)")
-    _check_writable(path, flag)
+    _check_writable(path, flag, force)
 
 
 def _model_task(model: str) -> Any:
@@ -250,11 +264,18 @@ def _prompts(source: Any, model: Any, args: argparse.Namespace) -> Any:
 
 
 def _write(frame: Any, path: str | None) -> None:
+    """Write ``frame`` to ``--out``; if that fails half-way (a CSV without its settings file, say),
+    remove what was written."""
     from psheads.results.files import save_frame, sidecar
 
     if path is None:
         return
-    save_frame(frame, path)
+    try:
+        save_frame(frame, path)
+    except BaseException:
+        for written in (Path(path), sidecar(path)):
+            written.unlink(missing_ok=True)
+        raise
     extra = f" (settings in {sidecar(path)})" if Path(path).suffix.lower() == ".csv" else ""
     print(f"wrote {len(frame)} rows to {path}{extra}")
 
@@ -265,7 +286,7 @@ def _prompt_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _score(args: argparse.Namespace) -> int:
-    _check_out(args.out)  # first: a wrong extension fails before torch is imported
+    _check_out(args.out, args.force)  # first: a wrong extension fails before torch is imported
     from psheads.measure.scoring import ScoreConfig, score_heads
     from psheads.results import schema
 
@@ -282,7 +303,7 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    _check_out(args.out)
+    _check_out(args.out, args.force)
     from psheads.measure.frequency_profile import ProfileConfig, frequency_profile
     from psheads.results import schema
 
@@ -297,8 +318,8 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _lengthgen(args: argparse.Namespace) -> int:
-    _check_out(args.out)
-    _check_html(args.figure, "--figure")
+    _check_out(args.out, args.force)
+    _check_html(args.figure, "--figure", args.force)
     from psheads.experiments.lengthgen import length_generalization
 
     task, device = _task(args), _device(args)
@@ -321,6 +342,7 @@ def _lengthgen(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    _check_writable(args.out, "--out")  # a run folder, created or resumed
     from psheads.models.training import TrainConfig, train
     from psheads.tasks import get_task
 
@@ -338,7 +360,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    _check_html(args.out, "--out")
+    _check_html(args.out, "--out", args.force)
     if args.data is not None and not Path(args.data).is_dir():
         raise CommandError(f"--data {args.data}: no such folder")
     from psheads.reproduction import report
@@ -365,7 +387,7 @@ def _atlas(args: argparse.Namespace) -> int:
         config = AtlasConfig(lengths=tuple(args.lengths), n_prompts=tuple(args.n), plane_swap_lengths=tuple(
             args.plane_swap_lengths), task_windows=tuple(args.task_windows), n_task_prompts=args.n_task_prompts,
             seed=args.seed, batch_size=args.batch_size)
-    _check_writable(args.out, "--out")  # its parent must exist; the folder itself is created
+    _check_writable(args.out, "--out")  # its parent must exist; the folder itself is created (or resumed)
     with _loader_output(args.quiet):
         written = write_atlas(args.models or LLM_NAMES, args.out, config, progress=_progress(args))
     for name, folder in written.items():
@@ -523,6 +545,12 @@ def _add_prompt_options(parser: argparse.ArgumentParser, batch_size: int) -> Non
                         help="only these layers (negative counts from the end; default: all)")
     parser.add_argument("--batch-size", type=_positive_int, default=batch_size, metavar="N", help="prompts per forward pass")
     parser.add_argument("--out", metavar="FILE", help=OUT_HELP)
+    _add_force(parser)
+
+
+def _add_force(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--force", action="store_true", help="overwrite output files that exist (by default that is "
+                                                             "refused)")
 
 
 def _add_mismatch_option(parser: argparse.ArgumentParser) -> None:
@@ -575,6 +603,7 @@ def _add_lengthgen(sub: Any) -> None:
                            help="argmax over the task's answer tokens or over the whole vocabulary")
     lengthgen.add_argument("--out", metavar="FILE", help=OUT_HELP)
     lengthgen.add_argument("--figure", metavar="FILE", help="write accuracy against length to this HTML file (opens offline)")
+    _add_force(lengthgen)
 
 
 def _add_train(sub: Any) -> None:
@@ -600,6 +629,7 @@ def _add_reproduce(sub: Any) -> None:
                          " Measures the shipped models live and reads the stored tables of the long experiments "
                          "(about 20 s on a 2-core CPU). Prints one line per claim.")
     reproduce.add_argument("--out", default="report.html", metavar="FILE", help="the HTML report (opens offline)")
+    _add_force(reproduce)
     reproduce.add_argument("--full", action="store_true",
                            help="retrain both models first with paper B's recipe (about half an hour each on a 2-core "
                                 "CPU; resumes) and report on them instead of the shipped ones")

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 import psheads
 from psheads.results.files import FORMATS, sidecar
@@ -123,3 +124,35 @@ def test_bad_frames_and_files_are_refused(tmp_path, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # as if pyarrow were not installed
     with pytest.raises(ImportError, match=r"parquet needs pyarrow.*\.csv or \.json"):
         psheads.save_frame(pd.DataFrame({"a": [1]}), tmp_path / "f.parquet")
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+def test_tuple_cells_and_empty_strings_come_back_as_they_were(tmp_path, suffix, model_factory) -> None:
+    """A CSV used to give positions_i back as the string "(0,)" and an empty string as missing; JSON
+    and parquet gave tuples back as lists and arrays."""
+    swaps = psheads.swap_attention(model_factory("llama"), torch.arange(1, 9), layer=0, head=0)
+    assert isinstance(swaps["positions_i"].iloc[0], tuple)
+    loaded = psheads.load_frame(psheads.save_frame(swaps, tmp_path / f"swaps{suffix}"))
+    pd.testing.assert_frame_equal(loaded, swaps, check_exact=True)
+    assert all(isinstance(cell, tuple) and all(type(i) is int for i in cell) for cell in loaded["positions_i"])
+    words = pd.DataFrame({"word": ["", "a", None], "cells": [[1], [], None], "tuples": [(1, 2), (), (4,)]})
+    loaded = psheads.load_frame(psheads.save_frame(words, tmp_path / f"words{suffix}"))
+    assert loaded["word"].tolist()[:2] == ["", "a"] and pd.isna(loaded["word"].iloc[2])
+    assert loaded["cells"].tolist() == [[1], [], None]
+    assert loaded["tuples"].tolist() == [(1, 2), (), (4,)]
+    with pytest.raises(TypeError, match="mixes tuples, lists and other values"):
+        psheads.save_frame(pd.DataFrame({"x": [(1,), [2]]}), tmp_path / f"mixed{suffix}")
+
+
+def test_a_file_that_disagrees_with_its_description_says_so(tmp_path) -> None:
+    """A JSON int column holding null, or a CSV whose sidecar is stale, used to end in a pandas dtype error."""
+    path = psheads.save_frame(pd.DataFrame({"layer": [0, 1]}), tmp_path / "f.json")
+    document = json.loads(path.read_text())
+    document["records"][1]["layer"] = None
+    path.write_text(json.dumps(document))
+    with pytest.raises(ValueError, match=r"Column 'layer' does not hold int64 values as its description says"):
+        psheads.load_frame(path)
+    csv = psheads.save_frame(pd.DataFrame({"layer": [0, 1]}), tmp_path / "f.csv")
+    pd.DataFrame({"layer": ["a", "b"]}).to_csv(csv, index=False)
+    with pytest.raises(ValueError, match="does not hold the values its sidecar .* describes"):
+        psheads.load_frame(csv)

@@ -13,7 +13,10 @@ The extension picks the format, and every format keeps the frame's ``attrs`` (co
   CSV as pandas does, with empty ``attrs``.
 
 ``columns`` lists each column's ``name`` and ``dtype`` (plus ``categories`` and ``ordered`` for a
-categorical). In ``attrs`` a tuple is stored as ``{"__tuple__": [...]}`` and a dict with non-string
+categorical, and ``cells``, ``"tuple"`` or ``"list"``, for a column of tuples or lists such as
+``positions_i``, which every format gives back as such). In a CSV, a column of tuples or lists, or
+of strings with an empty one (which CSV cannot tell from a missing value), holds each cell as JSON
+text (``"csv": "json"``); missing cells stay empty. In ``attrs`` a tuple is stored as ``{"__tuple__": [...]}`` and a dict with non-string
 keys as ``{"__items__": [[key, value], ...]}``, so both come back as they were.
 
 pandas and pyarrow are imported inside the functions: the command line reads ``FORMATS`` without
@@ -92,7 +95,9 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
     names = list(frame.columns)
     if not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
         raise ValueError(f"save_frame needs distinct string column names, got {names}: rename the columns first.")
-    document = {"columns": [_column(frame[name]) for name in names], "attrs": _stored(frame.attrs, exact=True)}
+    columns = [_column(frame[name]) for name in names]
+    as_json = {column["name"] for column in columns if column.pop("_json_in_csv", False)}
+    document = {"columns": columns, "attrs": _stored(frame.attrs, exact=True)}
     if suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -104,7 +109,8 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
                     PARQUET_KEY: json.dumps(document)}
         pq.write_table(table.replace_schema_metadata(metadata), path)
     elif suffix == ".json":
-        values = {name: frame[name].astype(object).where(frame[name].notna(), None).tolist() for name in names}
+        values = {name: [None if _missing(cell) else _stored(cell, exact=False, where=name) if isinstance(cell, tuple)
+                         else cell for cell in frame[name].astype(object)] for name in names}
         document["records"] = [dict(zip(names, row)) for row in zip(*values.values())]
         try:
             text = json.dumps(document)
@@ -112,7 +118,13 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
             raise TypeError(f"{path}: a column holds values JSON cannot store ({err}); write .parquet instead.") from None
         path.write_text(text)
     else:
-        frame.to_csv(path, index=False)
+        written = frame.copy(deep=False)
+        for column in columns:
+            if column["name"] in as_json:
+                column["csv"] = "json"
+                written[column["name"]] = pd.Series([None if _missing(cell) else json.dumps(_stored(cell, exact=False))
+                                                     for cell in frame[column["name"]]], dtype=object, index=frame.index)
+        written.to_csv(path, index=False)
         sidecar(path).write_text(json.dumps(document, indent=1))
     return path
 
@@ -149,22 +161,56 @@ def load_frame(path: str | Path) -> pd.DataFrame:
     # categories are mapped back from their text; to_csv writes a missing value as an empty field,
     # so only that is missing ("NA" may be a word); to_csv writes floats as repr, which only the
     # round-trip parser is documented to read back bit for bit (the default is not)
-    dtypes = {column["name"]: "str" if "categories" in column else column["dtype"] for column in document["columns"]}
-    frame = pd.read_csv(path, dtype=dtypes, keep_default_na=False, na_values=[""], float_precision="round_trip")
-    if list(frame.columns) != [column["name"] for column in document["columns"]]:
-        raise ValueError(f"{path} has the columns {list(frame.columns)}, but its sidecar {sidecar(path)} describes "
-                         f"{[column['name'] for column in document['columns']]}: delete the stale sidecar.")
+    dtypes = {column["name"]: "str" if "categories" in column or column.get("csv") == "json" else column["dtype"]
+              for column in document["columns"]}
+    names = [column["name"] for column in document["columns"]]
+    header = pd.read_csv(path, nrows=0).columns.tolist()
+    if header != names:
+        raise ValueError(f"{path} has the columns {header}, but its sidecar {sidecar(path)} describes {names}: "
+                         "delete the stale sidecar.")
+    try:
+        frame = pd.read_csv(path, dtype=dtypes, keep_default_na=False, na_values=[""], float_precision="round_trip")
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{path} does not hold the values its sidecar {sidecar(path)} describes ({err}): delete the "
+                         "stale sidecar, or write the frame again.") from None
+    for column in document["columns"]:
+        if column.get("csv") == "json":
+            frame[column["name"]] = pd.Series([None if _missing(cell) else json.loads(cell)
+                                               for cell in frame[column["name"]]], dtype=object)
     return _typed(frame, document)
 
 
+def _missing(cell: Any) -> bool:
+    """Whether a cell is missing (None, NaN, NA, NaT); a tuple, list or array never is."""
+    import pandas as pd
+
+    return not isinstance(cell, (tuple, list)) and getattr(cell, "ndim", 0) == 0 and bool(pd.isna(cell))
+
+
 def _column(series: pd.Series) -> dict[str, Any]:
-    """A column's name and dtype, with the categories of a categorical."""
+    """A column's name and dtype, with the categories of a categorical and the kind of container cells."""
     import pandas as pd
 
     if isinstance(series.dtype, pd.CategoricalDtype):
         return {"name": series.name, "dtype": "category", "ordered": bool(series.dtype.ordered),
                 "categories": _stored(series.dtype.categories.tolist(), exact=False)}
-    return {"name": series.name, "dtype": str(series.dtype)}
+    column: dict[str, Any] = {"name": series.name, "dtype": str(series.dtype)}
+    if series.dtype == object or pd.api.types.is_string_dtype(series.dtype):
+        present = [cell for cell in series if not _missing(cell)]
+        kinds = {type(cell) for cell in present if isinstance(cell, (tuple, list))}
+        if kinds:
+            if len(kinds) > 1 or len(present) != sum(isinstance(cell, (tuple, list)) for cell in present):
+                raise TypeError(f"Column {series.name!r} mixes tuples, lists and other values: a frame file keeps "
+                                "one kind of container per column.")
+            column["cells"] = "tuple" if kinds == {tuple} else "list"
+        column["_json_in_csv"] = bool(kinds) or any(cell == "" for cell in present if isinstance(cell, str))
+    return column
+
+
+def _cell(value: Any, kind: str) -> Any:
+    """A container cell read back (a list from JSON or CSV, an array from parquet) as a ``kind``."""
+    items = value.tolist() if hasattr(value, "tolist") else list(value)
+    return tuple(items) if kind == "tuple" else items
 
 
 def _typed(frame: pd.DataFrame, document: dict) -> pd.DataFrame:
@@ -178,8 +224,15 @@ def _typed(frame: pd.DataFrame, document: dict) -> pd.DataFrame:
             lookup = {str(category): category for category in column["categories"]}
             values = [lookup.get(value, value) if isinstance(value, str) else value for value in frame[name]]
             frame[name] = pd.Categorical(values, categories=column["categories"], ordered=column["ordered"])
+        elif "cells" in column:
+            frame[name] = pd.Series([None if _missing(cell) else _cell(cell, column["cells"]) for cell in frame[name]],
+                                    dtype=object, index=frame.index)
         else:
-            frame[name] = frame[name].astype(column["dtype"])
+            try:
+                frame[name] = frame[name].astype(column["dtype"])
+            except (ValueError, TypeError) as err:
+                raise ValueError(f"Column {name!r} does not hold {column['dtype']} values as its description says "
+                                 f"({err}): the file and its description disagree; write the frame again.") from None
     frame.attrs = _restored(document["attrs"])
     return frame
 
