@@ -519,12 +519,33 @@ def test_fingerprint_is_stable_on_an_unchanged_model(model_factory, family: str,
     assert backend_for(adapter.model).fingerprint() == first  # a fresh backend agrees
 
 
-def test_weights_are_the_hf_parameters_and_buffers(model_factory) -> None:
+def test_the_weights_owner_is_the_hf_model(model_factory) -> None:
     model = model_factory("llama")
-    ids = {id(t) for t in backend_for(model).weights()}
-    assert {id(p) for p in model.original_model.parameters()} <= ids
-    assert {id(b) for b in model.original_model.buffers()} <= ids
+    owner = backend_for(model).weights_owner()
+    ids = {id(t) for t in list(owner.parameters()) + list(owner.buffers())}
+    assert owner is model.original_model
     assert id(model.blocks[0].attn.original_component.q_proj.weight) in ids
+
+
+def test_a_rotation_table_written_through_data_is_seen(model_factory) -> None:
+    """embed_positions.data.copy_(...) bumps no version counter: a cached lens kept the old θ."""
+    model = model_factory("gptj")
+    tables = [b for name, b in model.original_model.named_buffers() if name.endswith("embed_positions")]
+    lens = psheads.RopeLens(model)
+    before, saved = backend_for(model).fingerprint(), [table.detach().clone() for table in tables]
+    half = tables[0].shape[-1] // 2
+    inverse = 1.0 / 500.0 ** (torch.arange(0, 2 * half, 2, dtype=torch.float32) / (2 * half))  # base 500, not 10,000
+    angles = torch.arange(tables[0].shape[0], dtype=torch.float32)[:, None] * inverse
+    try:
+        for table in tables:
+            table.data.copy_(torch.cat([angles.sin(), angles.cos()], dim=-1))
+        assert backend_for(model).fingerprint() != before
+        torch.testing.assert_close(psheads.RopeLens(model).layers[0].theta, inverse.double(), rtol=1e-5, atol=0)
+        assert not torch.allclose(lens.layers[0].theta, inverse.double())
+    finally:
+        for table, values in zip(tables, saved):
+            table.data.copy_(values)
+    assert backend_for(model).fingerprint() == before
 
 
 def test_fingerprint_changes_with_in_place_weight_edits(model_factory) -> None:

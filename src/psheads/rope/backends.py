@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import inspect
 import logging
 import weakref
@@ -74,6 +75,23 @@ def _tensors(model: torch.nn.Module) -> list[Tensor]:
     """Every parameter and buffer of ``model``, in one walk over its modules."""
     return [tensor for module in model.modules()
             for tensors in (module._parameters, module._buffers) for tensor in tensors.values() if tensor is not None]
+
+
+def _state(model: torch.nn.Module) -> tuple:
+    """Changes whenever a parameter or buffer of ``model`` is replaced, written, cast or moved.
+
+    Built from each tensor's identity, storage, torch version counter (bumped by every in-place
+    write, optimizer steps and ``load_state_dict`` included), dtype and device, and from a digest
+    of every buffer's values: a write through ``buffer.data`` (``embed_positions.data.copy_(…)``)
+    bumps no counter, and the buffers hold the rotation tables psheads reads θ from. Parameters
+    written through ``.data`` are not seen (hashing every weight on each call would cost more than
+    a forward): after such an edit, build a new ``RopeLens``.
+    """
+    identity = tuple((id(t), t.data_ptr(), t._version, t.dtype, t.device) for t in _tensors(model))
+    buffers = tuple(hashlib.blake2b(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes(),
+                                    digest_size=16).hexdigest()
+                    for module in model.modules() for t in module._buffers.values() if t is not None and t.numel())
+    return identity, buffers
 
 
 def _hook_last(point: torch.nn.Module, read: Callable[[Tensor], None]) -> list:
@@ -211,18 +229,14 @@ class Backend:
             finally:
                 self._analysing = False
 
-    def weights(self) -> list[Tensor]:
-        """Every parameter and buffer of the model."""
-        return _tensors(self.model)
+    def weights_owner(self) -> torch.nn.Module:
+        """The module that holds every parameter and buffer of the model."""
+        return self.model
 
     def fingerprint(self) -> tuple:
-        """Changes whenever the weights (in place or replaced), dtype, device or layer facts change.
-
-        Built from each parameter's and buffer's identity, storage, torch version counter (bumped
-        by every in-place write, optimizer steps and ``load_state_dict`` included), dtype and device.
-        """
-        state = tuple((id(t), t.data_ptr(), t._version, t.dtype, t.device) for t in self.weights())
-        return state, tuple(self.layer_spec(layer) for layer in range(self.n_layers))
+        """Changes whenever the weights (in place or replaced), the rotation tables' values, dtype,
+        device or layer facts change (see ``_state`` for what is and is not seen)."""
+        return _state(self.weights_owner()), tuple(self.layer_spec(layer) for layer in range(self.n_layers))
 
     def forward(self, tokens: Tensor) -> None:
         """Run the model on ``tokens`` (its output is not needed)."""
@@ -525,8 +539,8 @@ class BridgeBackend(Backend):
         for layer in range(self.n_layers):
             self._check_supported(layer)
 
-    def weights(self) -> list[Tensor]:
-        return _tensors(self.model.original_model)
+    def weights_owner(self) -> torch.nn.Module:
+        return self.model.original_model
 
     def _attn(self, layer: int) -> Any:
         return self.model.blocks[layer].attn
@@ -661,11 +675,6 @@ class BridgeBackend(Backend):
 _BRIDGES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _hf_state(model: torch.nn.Module) -> tuple:
-    """Changes whenever a parameter or buffer of ``model`` is replaced, written, cast or moved."""
-    return tuple((id(t), t.data_ptr(), t._version, t.dtype, t.device) for t in _tensors(model))
-
-
 def as_bridge(model: transformers.PreTrainedModel, tokenizer: Any = None) -> Any:
     """A TransformerBridge over a copy of a Hugging Face ``PreTrainedModel``; ``model`` is never changed.
 
@@ -691,7 +700,7 @@ def as_bridge(model: transformers.PreTrainedModel, tokenizer: Any = None) -> Any
     if any(hasattr(module, "original_component") for module in model.modules()):
         raise TypeError(f"This {type(model).__name__} is already wrapped by a TransformerBridge (a bridge's "
                         "original_model): pass the bridge itself.")
-    state = _hf_state(model)
+    state = _state(model)
     cached = _BRIDGES.get(model)
     if cached is not None and cached[0] == state and cached[1] is tokenizer:
         return cached[2]
