@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shutil
 from typing import get_args
 
 import pandas as pd
@@ -310,3 +311,28 @@ def test_reproduce_writes_the_report_and_checks_its_options_first(capsys, tmp_pa
     assert "Loading weights" not in err  # --quiet silences the loaders of the models the report boots
     assert f"wrote the report to {tmp_path / 'r.html'}" in out and "reproduces" in out
     assert "Plotly.newPlot" in (tmp_path / "r.html").read_text()
+
+
+def test_obscure_failures_are_one_line(directory, prompts, tmp_path, monkeypatch, capsys) -> None:
+    """A broken training record, a binary prompts file and Ctrl-C used to end in tracebacks."""
+    broken = tmp_path / "broken"
+    shutil.copytree(directory, broken)
+    for record in ('{"steps": 3}', "[1, 2]", '{"task": 5}'):
+        (broken / "training_config.json").write_text(record)
+        assert cli.main(["score", str(broken), "--n", "2", "--quiet"]) == 1
+        err = capsys.readouterr().err
+        assert "is not a psheads training record" in err and "pass --task" in err and len(err.splitlines()) == 1
+    assert cli.main(["score", str(broken), "--task", "number", "--n", "2", "--layers", "0", "--quiet"]) in (0, 1)
+    assert "training record" not in capsys.readouterr().err  # --task names the task: the record is not needed
+    binary = tmp_path / "prompts.bin"
+    binary.write_bytes(bytes(range(256)))
+    assert cli.main(["score", str(directory), "--prompts-file", str(binary), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert f"--prompts-file {binary} is not UTF-8 text" in err and len(err.splitlines()) == 1
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_load", interrupted)
+    assert cli.main(["lengthgen", str(directory), "--task", "number", "--lengths", "17", "--quiet"]) == 130
+    assert capsys.readouterr().err == "psheads lengthgen: interrupted\n"

@@ -988,6 +988,7 @@ def token_inputs(draw: Any, ragged: bool = False, min_length: int = 2) -> Any:
         "t1 t2 t3", None, 5, torch.zeros(1, 0, dtype=torch.long), torch.zeros(0, 5, dtype=torch.long),
         torch.ones(1, 1, 4, dtype=torch.long), [], [[]], [[1, 2], [3]], torch.tensor(3), [[1, 2, 3], "t1 t2"],
         torch.tensor([[1, 2.5, 3]]), [torch.tensor([1, 2, 3]), torch.tensor([4, 5, 6])], {"a": 1},
+        b"t1 t2 t3", bytearray(b"\x01\x02\x03"), memoryview(b"t1 t2"), [b"t1 t2", b"t3 t4"],  # bytes: never ids
     ]))
 
 
@@ -1185,3 +1186,13 @@ LISTED: dict[str, Callable[[Any], str | None]] = {
 @pytest.mark.parametrize("case", sorted(LISTED))
 def test_listed_case(lens, case) -> None:
     assert (problem := LISTED[case](lens)) is None, problem
+
+
+@FUZZ
+@given(name=st.one_of(st.sampled_from([["number"], ("letter",), None, 3, b"number", {"number": 1}, ["number", "letter"]]),
+                      st.lists(st.text(max_size=3), max_size=2)))
+def test_names_where_strings_are_expected(name) -> None:
+    """A list (or any non-string) as a task or model name is a TypeError that says a name is a string."""
+    for call in (psheads.tasks.get_task, psheads.load_pretrained):
+        with pytest.raises(TypeError, match=r"name must be a (task|model) name \(a string"):
+            call(name)

@@ -141,7 +141,7 @@ def _check_html(path: str | None, flag: str, force: bool) -> None:
     _check_writable(path, flag, force)
 
 
-def _model_task(model: str) -> Any:
+def _model_task(model: str, needed: bool = True) -> Any:
     """The task ``model`` was trained on, or None (an LLM, or a folder without a training record)."""
     from psheads.models import zoo
     from psheads.tasks import get_task
@@ -154,15 +154,24 @@ def _model_task(model: str) -> Any:
     record = directory / "training_config.json"  # a psheads training checkpoint knows its task
     if not record.is_file():
         return None
-    info = json.loads(record.read_text())
-    return get_task(info["task"], **info.get("task_options", {}))
+    try:
+        info = json.loads(record.read_text())
+        if not isinstance(info, dict) or not isinstance(info.get("task"), str) \
+                or not isinstance(info.get("task_options", {}), dict):
+            raise ValueError("it needs a task name under \"task\" (and a dict under \"task_options\")")
+        return get_task(info["task"], **info.get("task_options", {}))
+    except (ValueError, TypeError, UnicodeDecodeError) as err:
+        if not needed:  # --task names it
+            return None
+        raise CommandError(f"{record} is not a psheads training record ({err}); pass --task to name the task, "
+                           "or remove the file") from None
 
 
 def _task(args: argparse.Namespace) -> Any:
     """``--task``, else the model's own task; a usage error when there is neither."""
     from psheads.tasks import get_task
 
-    own = _model_task(args.model)  # also refuses a model that is neither known nor a folder
+    own = _model_task(args.model, needed=not args.task)  # also refuses a model that is neither known nor a folder
     if args.task:
         with _as_usage():
             return get_task(args.task)
@@ -176,11 +185,15 @@ def _prompt_source(args: argparse.Namespace) -> Any:
     """The lines of ``--prompts-file``, or the task that generates the prompts."""
     if args.prompts_file is None:
         return _task(args)
-    _model_task(args.model)  # refuses a missing model before anything loads
+    _model_task(args.model, needed=False)  # refuses a missing model before anything loads
     path = Path(args.prompts_file)
     if not path.is_file():
         raise CommandError(f"--prompts-file {path} does not exist")
-    lines = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    try:
+        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except UnicodeDecodeError as err:
+        raise CommandError(f"--prompts-file {path} is not UTF-8 text ({err.reason} at byte {err.start}): pass a text "
+                           "file with one prompt per line") from None
     if not lines:
         raise CommandError(f"--prompts-file {path} has no prompts")
     return lines
@@ -703,6 +716,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (CommandError, ValueError, TypeError, OSError) as err:
             print(f"psheads {args.command}: {err}", file=sys.stderr)
             return 1
+        except KeyboardInterrupt:
+            print(f"psheads {args.command}: interrupted", file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":

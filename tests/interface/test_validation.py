@@ -125,3 +125,27 @@ def test_task_seeds_and_batches_are_checked() -> None:
     with pytest.raises(ValueError, match="returned parts of other sizes"):
         checked_batch(Short(), 4)
     assert len(checked_batch(task, 5, seed=2)) == 5
+
+
+def test_devices_and_config_dicts_say_what_is_wrong() -> None:
+    assert validation.device("cpu") == "cpu" and validation.device(torch.device("cpu")) == "cpu"
+    with pytest.raises(TypeError, match="device must be a device name"):
+        validation.device(0)
+    with pytest.raises(ValueError, match="device 'nowhere' is not a device torch knows"):
+        validation.device("nowhere")
+    with pytest.raises(ValueError, match="device 'meta' holds shapes"):
+        validation.device("meta")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no cuda device is available here"):
+            validation.device("cuda:0")
+    for data in (None, [1, 2], "x", {1: 2}):  # each used to fail inside dict() or **kwargs
+        with pytest.raises(TypeError, match=r"ScoreConfig.from_dict needs a dict of field names"):
+            psheads.ScoreConfig.from_dict(data)
+    with pytest.raises(TypeError, match="PromptOptions.from_dict needs a dict"):
+        psheads.measure.prompts.PromptOptions.from_dict(None)
+
+
+def test_swap_attention_takes_one_head(model_factory) -> None:
+    """heads=(1,) used to end in 'got multiple values for keyword argument'."""
+    with pytest.raises(TypeError, match=r"swap_attention scores one head: pass head=…, not heads="):
+        psheads.swap_attention(model_factory("llama"), torch.arange(1, 9), 0, 0, heads=(1,))

@@ -428,3 +428,25 @@ def test_symbolic_links_in_a_run_folder_are_replaced_never_written_through(tmp_p
     assert not (run / "checkpoint-000006").is_symlink() and not (run / "evaluation.csv.partial").exists()
     _same_weights(resumed.final_checkpoint, reference_run.final_checkpoint)
     assert (run / "evaluation.csv").read_bytes() == (reference_run.output_dir / "evaluation.csv").read_bytes()
+
+
+@pytest.mark.parametrize(("call", "error", "match"), [
+    (lambda: training.TrainConfig(model={"vocab_size": 5}), ValueError, r"model sets \['vocab_size'\], which the task"),
+    (lambda: training.TrainConfig(model={"rotary_dim": 7}), ValueError, "rotary_dim'] must be even"),
+    (lambda: training.TrainConfig(model={"rotary_dim": 256}), ValueError, r"rotary_dim'\] must be at most 128"),
+    (lambda: training.TrainConfig(model={"activation_function": "evil"}), ValueError, "'evil' is not an activation"),
+    (lambda: training.TrainConfig(model={"n_embd": -16}), ValueError, r"model\['n_embd'\] must be at least 1"),
+    (lambda: training.TrainConfig(model={"n_embd": 100, "n_head": 3}), ValueError, "must be a multiple of"),
+    (lambda: training.TrainConfig.from_dict("x"), TypeError, "TrainConfig.from_dict needs a dict"),
+    (lambda: training.train(NumberTask(), tiny_config(model={"n_positions": 4}), "unused", progress=False),
+     ValueError, r"n_positions'\] \(4\) is below the task's prompts of 17 tokens"),
+    (lambda: training.train(3, tiny_config(), "unused", progress=False), TypeError, "task must be a psheads task"),
+    (lambda: training.train(NumberTask(), tiny_config(), None, progress=False), TypeError, "output_dir must name"),
+], ids=["vocab", "odd-rotary", "wide-rotary", "activation", "negative-width", "heads", "from-dict", "positions",
+        "task", "output-dir"])
+def test_a_bad_recipe_says_which_field_before_anything_runs(call, error, match, tmp_path, monkeypatch) -> None:
+    """Each of these used to fail inside transformers (IndexError, size mismatch, KeyError, …)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(error, match=match):
+        call()
+    assert list(tmp_path.iterdir()) == []  # nothing written

@@ -23,7 +23,7 @@ from jaxtyping import Int
 from torch import Tensor
 
 from psheads.interface import validation
-from psheads.interface.config import from_known_fields
+from psheads.interface.config import config_dict, from_known_fields
 from psheads.rope.backends import Backend
 from psheads.rope.inputs import check_tokens
 
@@ -99,8 +99,8 @@ class PromptOptions:
 
     @classmethod
     def from_dict(cls, data: dict) -> PromptOptions:
-        """Inverse of ``to_dict``; unknown keys are logged and ignored."""
-        data = dict(data)
+        """Inverse of ``to_dict``; unknown keys are logged and ignored (a non-dict raises ``TypeError``)."""
+        data = config_dict(cls, data)
         if isinstance(data.get("swappable"), dict):
             data["swappable"] = slice(*data["swappable"]["slice"])
         return from_known_fields(cls, data)
@@ -142,8 +142,8 @@ class PromptConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> Any:
-        """Inverse of ``to_dict``; unknown keys are logged and ignored."""
-        data = dict(data)
+        """Inverse of ``to_dict``; unknown keys are logged and ignored (a non-dict raises ``TypeError``)."""
+        data = config_dict(cls, data)
         if isinstance(data.get("prompt_options"), dict):
             data["prompt_options"] = PromptOptions.from_dict(data["prompt_options"])
         return from_known_fields(cls, data)

@@ -180,6 +180,8 @@ def swap_attention(model_or_lens: Any, prompt: Any, layer: int, head: int, confi
         this prompt).
     """
     head = validation.integer(head, "head")
+    if "heads" in options:
+        raise TypeError("swap_attention scores one head: pass head=…, not heads=… (score_heads takes heads).")
     config = _config(config).replace(heads=(head,), **options)
     lens = as_lens(model_or_lens)
     geo = lens.layer(layer)

@@ -82,9 +82,11 @@ class TrainConfig:
         checkpoint_every: steps between checkpoints (the last step is always saved; ≥ 1).
         eval_prompts: size of the fixed test set used at every checkpoint (≥ 1).
         dynamics_prompts: test prompts scored with ``score_heads`` at every checkpoint (0: off).
-        seed: seed of the initialisation, the data and dropout, in ``[0, 2**63)``.
+        seed: seed of the initialisation, the data and dropout, in ``[0, 2**64)`` (torch's range).
         model: overrides of the GPT-J config (``psheads.zoo.PAPER_B_GPTJ``); keys must be
-            ``transformers.GPTJConfig`` fields and values plain JSON.
+            ``transformers.GPTJConfig`` fields other than ``TASK_FIELDS`` and values plain JSON;
+            the shape is checked (positive sizes, ``n_embd`` a multiple of ``n_head``, an even
+            ``rotary_dim`` within a head, a known activation).
         keep_planes: frequency gating: if set, every head may only use these frequency IDs
             (1 = fastest; 0 = unrotated dims; distinct ints); the other planes of q are held at
             exactly zero.
@@ -130,7 +132,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> TrainConfig:
-        """Inverse of ``to_dict``; unknown keys are logged and ignored."""
+        """Inverse of ``to_dict``; unknown keys are logged and ignored (a non-dict raises ``TypeError``)."""
         return from_known_fields(cls, data)
 
 
@@ -154,6 +156,9 @@ def _model_overrides(value: Any) -> dict:
     unknown = sorted(set(keys) - gptj_fields())
     if unknown:
         raise ValueError(f"model has unknown GPTJConfig fields {unknown}; known fields: {sorted(gptj_fields())}.")
+    owned = sorted(set(keys) & TASK_FIELDS)
+    if owned:
+        raise ValueError(f"model sets {owned}, which the task decides (its vocabulary, <unk> and <bos>): leave them out.")
     overrides = {key: _plain(item) for key, item in value.items()}
     for key, item in overrides.items():
         try:
@@ -161,7 +166,34 @@ def _model_overrides(value: Any) -> dict:
         except (TypeError, ValueError):
             raise TypeError(f"model[{key!r}] must be a plain JSON value (number, string, bool, list, dict "
                             f"or None), got {type(value[key]).__name__} ({value[key]!r}).") from None
+    _check_shape({**zoo.PAPER_B_GPTJ, **overrides})
     return overrides
+
+
+TASK_FIELDS = frozenset({"vocab_size", "bos_token_id", "eos_token_id"})
+"""GPT-J config fields ``build_model`` sets from the task."""
+
+
+def _check_shape(fields: dict) -> None:
+    """Refuse a GPT-J shape transformers would only fail on later (sizes, rotary width, activation)."""
+    from transformers.activations import ACT2FN
+
+    for name in ("n_embd", "n_layer", "n_head", "n_positions"):
+        validation.integer(fields[name], f"model[{name!r}]", minimum=1)
+    if fields["n_embd"] % fields["n_head"]:
+        raise ValueError(f"model['n_embd'] ({fields['n_embd']}) must be a multiple of model['n_head'] "
+                         f"({fields['n_head']}).")
+    d_head = fields["n_embd"] // fields["n_head"]
+    if fields.get("rotary_dim") is not None:
+        rotary = validation.integer(fields["rotary_dim"], "model['rotary_dim']", minimum=2, maximum=d_head)
+        if rotary % 2:
+            raise ValueError(f"model['rotary_dim'] must be even (RoPE rotates pairs of dims), got {rotary}.")
+    for name in ("resid_pdrop", "embd_pdrop", "attn_pdrop"):
+        if name in fields:
+            validation.number(fields[name], f"model[{name!r}]", minimum=0, maximum=1)
+    if fields["activation_function"] not in ACT2FN:
+        raise ValueError(f"model['activation_function'] {fields['activation_function']!r} is not an activation "
+                         f"transformers knows; use one of {sorted(ACT2FN)}.")
 
 
 @dataclass
@@ -184,6 +216,14 @@ class TrainResult:
 
 
 # --- model -----------------------------------------------------------------------------------
+def _longest_prompt(task: Task) -> int | None:
+    """The token length of ``task``'s prompts (one seeded prompt), or None if the task cannot say."""
+    try:
+        return int(checked_batch(task, 1, seed=0).tokens.shape[1])
+    except (ValueError, TypeError):
+        return None
+
+
 def build_model(task: Task, config: TrainConfig) -> transformers.GPTJForCausalLM:
     """Paper B's GPT-J for ``task`` (vocabulary + ``<unk>``/``<bos>``), seeded, gating applied."""
     with torch.random.fork_rng(devices=[]):
@@ -380,9 +420,17 @@ def train(task: Task | str, config: TrainConfig | None = None, output_dir: str |
         CheckpointError: no checkpoint of the run is usable, or one is in the old pickled format.
     """
     task = get_task(task) if isinstance(task, str) else task
+    if not isinstance(task, Task):
+        raise TypeError(f"task must be a psheads task or the name of a registered one, got {type(task).__name__}.")
     config = TrainConfig() if config is None else config
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}.")
+    if not isinstance(output_dir, (str, Path)) or not str(output_dir).strip():
+        raise TypeError(f"output_dir must name the run folder (a non-empty str or Path), got {output_dir!r}.")
+    longest = _longest_prompt(task)
+    if longest is not None and longest > config.model.get("n_positions", zoo.PAPER_B_GPTJ["n_positions"]):
+        raise ValueError(f"model['n_positions'] ({config.model['n_positions']}) is below the task's prompts of {longest} "
+                         "tokens: GPT-J precomputes its rotation table up to n_positions.")
     resume = validation.boolean(resume, "resume")
     progress = validation.optional_boolean(progress, "progress")
     device = training_device(device)
