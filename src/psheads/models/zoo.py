@@ -100,6 +100,7 @@ def boot_local(directory: str | Path, dtype: torch.dtype = torch.float32, device
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
     allow_pickle_files = validation.boolean(allow_pickle_files, "allow_pickle_files")
+    device = validation.device(device)
     directory = Path(directory)
     if not (directory / "config.json").is_file():
         raise ValueError(f"{directory} is not a Hugging Face model directory (no config.json).")
