@@ -349,12 +349,19 @@ def test_kv_group_agreement_against_the_shuffle() -> None:
     grouped = _gqa_heads([["positional", "positional", "symbolic", "symbolic"]] * 6, group=2)
     out = analysis.kv_group_agreement(grouped, n_shuffles=500)
     row = out.iloc[0]
-    assert row["pairs"] == 12 and row["agreement"] == 1.0 and row["shares_role"]
+    assert row["pairs"] == 12 and row["agreement"] == 1.0 and row["shares_role"] and row["verdict"] == "shares a role"
     assert row["baseline_mean"] == pytest.approx(1 / 3, abs=0.05) and row["p_value"] < 0.01
     crossed = _gqa_heads([["positional", "symbolic", "positional", "symbolic"]] * 6, group=2)  # never together
     assert not analysis.kv_group_agreement(crossed, n_shuffles=500).iloc[0]["shares_role"]
     no_gqa = analysis.kv_group_agreement(_gqa_heads([["mixed"] * 4] * 2, group=1), n_shuffles=10)
-    assert no_gqa.iloc[0]["pairs"] == 0 and not no_gqa.iloc[0]["shares_role"]
+    assert no_gqa.iloc[0]["pairs"] == 0 and no_gqa.iloc[0]["verdict"] == "not testable"
+    assert no_gqa.iloc[0]["shares_role"] is None
+    # MQA (Gemma 3 270M: one KV head for a layer's 4 heads): a within-layer shuffle cannot differ, so the
+    # rule is not testable, not "no more than chance"
+    mqa = analysis.kv_group_agreement(_gqa_heads([["positional", "symbolic", "mixed", "mixed"]] * 3, group=4),
+                                      n_shuffles=50)
+    assert mqa.iloc[0]["pairs"] == 18 and mqa.iloc[0]["verdict"] == "not testable"
+    assert mqa.iloc[0]["agreement"] == mqa.iloc[0]["baseline_q95"]
     by_model = analysis.kv_group_agreement(pd.concat([grouped.assign(model="a"), crossed.assign(model="b")]),
                                            by="model", n_shuffles=200)
     assert by_model["shares_role"].tolist() == [True, False]

@@ -690,8 +690,11 @@ def kv_group_agreement(scores: pd.DataFrame, *, by: str | Sequence[str] = (), n_
 
     Returns:
         One row per ``by`` group: ``pairs`` (pairs of heads in a KV group), ``agreement``,
-        ``baseline_mean``, ``baseline_q95``, ``p_value`` and ``shares_role`` (bool; NaN-free only
-        when there are pairs: a model without GQA has none and gets ``pairs = 0``).
+        ``baseline_mean``, ``baseline_q95``, ``p_value``, ``shares_role`` (True or False; None when
+        the rule cannot be tested) and ``verdict``: ``"shares a role"``, ``"no more than chance"``
+        or ``"not testable"``. The rule cannot be tested without pairs (no GQA: every KV head has
+        one query head) or when every layer has a single KV group (MQA: all of a layer's heads
+        share it, so shuffling within the layer changes nothing).
     """
     by = column_names(by, "by")
     n_shuffles = validation.integer(n_shuffles, "n_shuffles", minimum=1)
@@ -712,16 +715,18 @@ def kv_group_agreement(scores: pd.DataFrame, *, by: str | Sequence[str] = (), n_
             return same / n_pairs
 
         row: dict[str, Any] = {**dict(zip(by, key)), "pairs": n_pairs}
+        testable = any(len(p) < len(r) * (len(r) - 1) // 2 for p, r in zip(pairs, layers) if len(p))
         if n_pairs:
             observed = share(labels)
             baseline = np.array([share([rng.permutation(values) for values in labels]) for _ in range(n_shuffles)])
             row.update(agreement=observed, baseline_mean=float(baseline.mean()),
                        baseline_q95=float(np.quantile(baseline, 0.95)),
-                       p_value=float((1 + (baseline >= observed).sum()) / (1 + n_shuffles)),
-                       shares_role=bool(observed > np.quantile(baseline, 0.95)))
+                       p_value=float((1 + (baseline >= observed).sum()) / (1 + n_shuffles)))
         else:
-            row.update(agreement=math.nan, baseline_mean=math.nan, baseline_q95=math.nan, p_value=math.nan,
-                       shares_role=False)
+            row.update(agreement=math.nan, baseline_mean=math.nan, baseline_q95=math.nan, p_value=math.nan)
+        shares = bool(row["agreement"] > row["baseline_q95"]) if testable else None
+        row.update(shares_role=shares, verdict="not testable" if shares is None
+                   else "shares a role" if shares else "no more than chance")
         rows.append(row)
     return pd.DataFrame(rows)
 
