@@ -374,3 +374,18 @@ def test_difference_of_medians_verdicts() -> None:
     assert analysis.difference_of_medians(high, low)["verdict"] == "below 0"
     assert analysis.difference_of_medians(low, rng.normal(0, 1, 200))["verdict"] == "inconclusive"
     assert analysis.difference_of_medians([1.0, 2.0], high)["verdict"] == "not measured"
+
+
+def test_early_late_splits_each_group_at_its_own_middle() -> None:
+    """With by="model", an 18-layer and a 30-layer model were both split at layer 15 (the middle of the
+    union of their layers), so the 18-layer model compared 0–14 with 15–17."""
+    rows = [{"model": model, "layer": layer, "head": 0, "positional": float(layer < depth // 2),
+             "symbolic": float(layer >= depth // 2), "label": "mixed"}
+            for model, depth in (("short", 18), ("deep", 30)) for layer in range(depth)]
+    out = analysis.early_late(pd.DataFrame(rows), by="model", n_boot=50)
+    layers = out[out["group"] != "late - early"].drop_duplicates(["model", "group"]).set_index(["model", "group"])
+    assert layers.loc[("short", "early"), "layers"] == "0–8" and layers.loc[("short", "late"), "layers"] == "9–17"
+    assert layers.loc[("deep", "early"), "layers"] == "0–14" and layers.loc[("deep", "late"), "layers"] == "15–29"
+    assert out.attrs["split"] == {("deep",): 15, ("short",): 9}
+    difference = out[(out["group"] == "late - early") & (out["score"] == "positional")].set_index("model")["median"]
+    assert difference.to_dict() == {"deep": -1.0, "short": -1.0}

@@ -280,7 +280,9 @@ def early_late(scores: pd.DataFrame, split: int | None = None, *, columns: Seque
     Args:
         scores: a reduced per-head ``score_heads`` frame.
         split: the first late layer: layers below it are early. Default: the middle of the layers
-            present (``sorted_layers[n // 2]``: 0–8 vs 9–17 for 18 layers, 0–12 vs 13–25 for 26).
+            present (``sorted_layers[n // 2]``: 0–8 vs 9–17 for 18 layers, 0–12 vs 13–25 for 26),
+            in each ``by`` group (two models of different depths each split their own layers;
+            ``attrs["split"]`` then maps each group to its split).
         columns: the score columns to compare.
         quantiles: the (low, high) quantiles to report.
         by: extra grouping columns.
@@ -302,6 +304,13 @@ def early_late(scores: pd.DataFrame, split: int | None = None, *, columns: Seque
     n_boot = validation.integer(n_boot, "n_boot", minimum=1)
     seed = validation.seed(seed)
     frame = check_scores(scores, "early_late", columns, by, per_plane=False)
+    if split is None and by and frame.groupby(list(by)).ngroups > 1:  # each group splits its own layers
+        parts = [early_late(part.assign(**dict(zip(by, key if isinstance(key, tuple) else (key,)))), None,
+                            columns=columns, quantiles=quantiles, by=by, confidence=confidence, n_boot=n_boot,
+                            seed=seed) for key, part in frame.groupby(list(by), sort=True)]
+        out = pd.concat(parts, ignore_index=True)
+        out.attrs["split"] = {tuple(part[list(by)].iloc[0]): part.attrs["split"] for part in parts}
+        return out
     layers = sorted(int(layer) for layer in frame["layer"].unique())
     if split is None:
         if len(layers) < 2:
