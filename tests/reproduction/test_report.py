@@ -106,3 +106,22 @@ def test_report_draws_in_chromium(built: report.Report, tmp_path: Path) -> None:
     assert result.plots >= figures and result.traces >= figures
     assert browser.pixel_spread(result.screenshot) > 5
     browser.keep_artifact(result.screenshot)
+
+
+def test_the_placement_rule_fails_what_it_should() -> None:
+    """Paper B's figure 2C, read right: number positional L0–L3, symbolic L4–L11; letter symbolic L1–L11
+    and no positional layer. Each verdict of the band, with a counter-example."""
+    positional = set(PUBLISHED["number_positional_l0_l3"].value)
+    assert positional == {0, 1, 2, 3} and set(PUBLISHED["number_symbolic_l4_l11"].value) == set(range(4, 12))
+    assert report.placement_verdict([{0, 1, 2, 3}] * 3, positional)[0] == "reproduces"
+    assert report.placement_verdict([{1, 2, 3}, {1, 2, 3, 4}], positional)[0] == "partly"  # ours: 75%, ≤ 1 other
+    assert report.placement_verdict([{1, 2, 3}, {5, 6, 7, 8}], positional)[0] == "does not reproduce"  # one seed off
+    assert report.placement_verdict([{1, 2}], positional)[0] == "does not reproduce"  # 50%
+    assert report.placement_verdict([{0, 1, 2, 3, 4, 5}], positional)[0] == "does not reproduce"  # two others
+    # the old misreading, "positional from layer 5 outwards", fails the corrected claim
+    assert report.placement_verdict([{5, 6, 7, 4, 8, 9, 10, 11}], positional)[0] == "does not reproduce"
+    letter = set(range(1, 12))
+    assert report.placement_verdict([letter], letter, [0])[0] == "reproduces"
+    assert report.placement_verdict([letter], letter, [1])[0] == "partly"  # one pure positional layer
+    assert report.placement_verdict([{0, 1, 2, 3, 4}], letter, [0])[0] == "does not reproduce"  # the shipped letter model
+    assert report.placement_verdict([], letter)[0] == "not measured"

@@ -80,10 +80,14 @@ PUBLISHED: dict[str, Published] = {
     "number_hop_by_hop": Published(PAPER_B, "figure 2", "the number task is learned hop by hop: 1 hop first, "
                                    "then 2, 3 and 4"),
     "letter_at_once": Published(PAPER_B, "figure 2", "the letter task learns every hop count nearly at once"),
-    "number_positional_from_l5": Published(PAPER_B, "figure 2", "number model: pure positional heads appear from "
-                                           "layer 5 outwards (L5 → L6/L7 → L4/L8 → L9/L10 → L11)", 5),
-    "letter_symbolic_1_11": Published(PAPER_B, "figure 2", "letter model: layers 1–11 become pure symbolic",
-                                      tuple(range(1, 12))),
+    "number_positional_l0_l3": Published(PAPER_B, "figure 2C (red lines)", "number model: pure positional heads "
+                                         "appear in layers 1, 0, 2 and 3, in that order (steps ~2,400–4,500)",
+                                         (1, 0, 2, 3)),
+    "number_symbolic_l4_l11": Published(PAPER_B, "figure 2C (green lines)", "number model: pure symbolic heads appear "
+                                        "from layer 5 outwards (L5 → L6/L7 → L4/L8 → L9/L10 → L11, steps "
+                                        "~2,700–3,000)", (5, 6, 7, 4, 8, 9, 10, 11)),
+    "letter_symbolic_1_11": Published(PAPER_B, "figure 2C", "letter model: layers 1–11 become pure symbolic, and no "
+                                      "layer pure positional", tuple(range(1, 12))),
     "frequency_id": Published(PAPER_B, "table 1 (figure 8 per plane)", "frequency ID per layer: fast planes in the "
                               "number model's positional layers, slow planes elsewhere", PAPER_B_FREQUENCY_ID),
     "letter_length": Published(PAPER_B, "figure 5", "the letter model stays above 90% accuracy up to ≈850 tokens "
