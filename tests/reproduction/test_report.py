@@ -125,3 +125,16 @@ def test_the_placement_rule_fails_what_it_should() -> None:
     assert report.placement_verdict([letter], letter, [1])[0] == "partly"  # one pure positional layer
     assert report.placement_verdict([{0, 1, 2, 3, 4}], letter, [0])[0] == "does not reproduce"  # the shipped letter model
     assert report.placement_verdict([], letter)[0] == "not measured"
+
+
+def test_the_learning_order_rule_fails_the_letter_pattern() -> None:
+    """The old rule (non-decreasing, 1 hop before 4) passed the letter seeds too: 1 hop, then the rest together."""
+    assert report.is_staircase([2000, 2500, 3000, 3000])  # the shipped number model
+    assert not report.is_staircase([2000, 2500, 2500, 2500])  # the shipped letter model
+    assert not report.is_staircase([2000, 3000, 2500, 3500])  # out of hop order
+    assert not report.is_staircase([2000, 2500, None, 3000])  # never reached
+    assert not report.is_staircase([2000, 2000, 2000, 2000])
+
+
+def test_verdicts_include_inconclusive() -> None:
+    assert set(report.VERDICT_COLORS) == {"reproduces", "partly", "does not reproduce", "inconclusive", "not measured"}
