@@ -387,5 +387,9 @@ def test_early_late_splits_each_group_at_its_own_middle() -> None:
     assert layers.loc[("short", "early"), "layers"] == "0–8" and layers.loc[("short", "late"), "layers"] == "9–17"
     assert layers.loc[("deep", "early"), "layers"] == "0–14" and layers.loc[("deep", "late"), "layers"] == "15–29"
     assert out.attrs["split"] == {("deep",): 15, ("short",): 9}
+    short = pd.DataFrame(rows).query("model == 'short'")
+    same = analysis.early_late(pd.concat([short.assign(prompts="a"), short.assign(prompts="b")]), by=["prompts"],
+                               n_boot=10)
+    assert same.attrs["split"] == 9  # one split for every group: an int, reusable as split=…
     difference = out[(out["group"] == "late - early") & (out["score"] == "positional")].set_index("model")["median"]
     assert difference.to_dict() == {"deep": -1.0, "short": -1.0}

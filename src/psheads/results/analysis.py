@@ -281,8 +281,9 @@ def early_late(scores: pd.DataFrame, split: int | None = None, *, columns: Seque
         scores: a reduced per-head ``score_heads`` frame.
         split: the first late layer: layers below it are early. Default: the middle of the layers
             present (``sorted_layers[n // 2]``: 0–8 vs 9–17 for 18 layers, 0–12 vs 13–25 for 26),
-            in each ``by`` group (two models of different depths each split their own layers;
-            ``attrs["split"]`` then maps each group to its split).
+            in each ``by`` group (two models of different depths each split their own layers).
+            ``attrs["split"]`` is the split, or, when the groups split differently, a dict from
+            each group's key tuple to its split.
         columns: the score columns to compare.
         quantiles: the (low, high) quantiles to report.
         by: extra grouping columns.
@@ -309,7 +310,8 @@ def early_late(scores: pd.DataFrame, split: int | None = None, *, columns: Seque
                             columns=columns, quantiles=quantiles, by=by, confidence=confidence, n_boot=n_boot,
                             seed=seed) for key, part in frame.groupby(list(by), sort=True)]
         out = pd.concat(parts, ignore_index=True)
-        out.attrs["split"] = {tuple(part[list(by)].iloc[0]): part.attrs["split"] for part in parts}
+        splits = {tuple(part[list(by)].iloc[0]): part.attrs["split"] for part in parts}
+        out.attrs["split"] = next(iter(splits.values())) if len(set(splits.values())) == 1 else splits
         return out
     layers = sorted(int(layer) for layer in frame["layer"].unique())
     if split is None:
