@@ -19,7 +19,7 @@ import torch
 import transformers
 
 from psheads.interface import reprs, validation
-from psheads.models.checkpoints import process_alive
+from psheads.models.checkpoints import process_alive, sha256
 from psheads.results import schema
 from psheads.tasks.base import word_tokenizer
 
@@ -436,7 +436,7 @@ def assemble_gguf(spec: PipModel, destination: Path) -> Path:
     parts = pip_parts(spec)
     if len(parts) == 1:
         target = parts[0]
-        size, digest = target.stat().st_size, _sha256(target)
+        size, digest = target.stat().st_size, sha256(target)
     else:
         target, digest = destination, hashlib.sha256()
         with destination.open("wb") as out:
@@ -495,7 +495,7 @@ def _file_facts(path: Path, digest: bool = True) -> dict[str, Any]:
     stat = path.stat()
     facts: dict[str, Any] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
     if digest:
-        facts["sha256"] = _sha256(path)
+        facts["sha256"] = sha256(path)
     return facts
 
 
@@ -538,7 +538,7 @@ def _intact(target: Path, verify: bool = False) -> bool:
             return False
         facts = _file_facts(path, digest=False)
         if verify or facts["size"] != expected.get("size") or facts["mtime_ns"] != expected.get("mtime_ns"):
-            if _sha256(path) != expected.get("sha256"):
+            if sha256(path) != expected.get("sha256"):
                 logger.warning("The cached file %s changed since psheads wrote it (SHA-256 differs): rebuilding %s.",
                                path, target)
                 return False
@@ -547,14 +547,6 @@ def _intact(target: Path, verify: bool = False) -> bool:
 
 def _converted_path(cache: Path, gguf: Path, digest: str) -> Path:
     return cache / "gguf" / f"{gguf.stem}-{digest[:16]}"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def convert_gguf(path: str | Path, cache: str | Path | None = None, *, name: str | None = None,
@@ -585,7 +577,7 @@ def convert_gguf(path: str | Path, cache: str | Path | None = None, *, name: str
     verify = validation.boolean(verify, "verify")
     _needs_gguf()
     name = path.name if name is None else name
-    digest = _sha256(path) if digest is None else digest
+    digest = sha256(path) if digest is None else digest
     target = _converted_path(cache_folder(cache), Path(name), digest)
     if _intact(target, verify):
         return target
