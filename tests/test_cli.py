@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shutil
 from typing import get_args
@@ -164,6 +165,18 @@ def test_train_command(capsys, tmp_path) -> None:
     assert (checkpoint / "model.safetensors").exists()
     # a checkpoint knows its task: no --task needed
     assert cli.main(["score", str(checkpoint), "--n", "8", "--quiet"]) == 0
+
+
+def test_train_command_with_paper_b_recipe(capsys, tmp_path) -> None:
+    args = ["train", "letter", "--recipe", "paper-b", "--out", str(tmp_path / "run"), "--steps", "2", "--warmup", "1",
+            "--checkpoint-every", "1", "--eval-prompts", "16", "--dynamics-prompts", "0", "--train-set", "96",
+            "--quiet"]
+    assert cli.main(args) == 0
+    assert "best checkpoint" in capsys.readouterr().out
+    record = json.loads((tmp_path / "run" / "checkpoint-000002" / "training_config.json").read_text())
+    assert record["task_options"]["sampling"] == "paper-b"
+    assert record["training"]["train_set"] == 96 and record["training"]["max_grad_norm"] == 1.0
+    assert record["training"]["model"] == {"activation_function": "gelu"} and record["validation"]["n"] == 2400
 
 
 def test_usage_errors_exit_2_before_any_model_loads(capsys, directory, prompts, tmp_path, loads) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -357,17 +358,25 @@ def _lengthgen(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     _check_writable(args.out, "--out")  # a run folder, created or resumed
     from psheads.models.training import TrainConfig, train
-    from psheads.tasks import get_task
+    from psheads.tasks import LetterTask, get_task
 
     with _as_usage():
-        get_task(args.task)
-        config = TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup,
-                             checkpoint_every=args.checkpoint_every, seed=args.seed, eval_prompts=args.eval_prompts,
-                             dynamics_prompts=args.dynamics_prompts,
-                             keep_planes=tuple(args.keep_planes) if args.keep_planes else None)
-    result = train(args.task, config, args.out, resume=not args.no_resume, progress=_progress(args))
+        task = get_task(args.task)
+        recipe = TrainConfig.paper_b if args.recipe == "paper-b" else TrainConfig
+        if args.recipe == "paper-b" and isinstance(task, LetterTask):
+            task = dataclasses.replace(task, sampling="paper-b")
+        chosen = {name: value for name, value in (("steps", args.steps), ("train_set", args.train_set))
+                  if value is not None}
+        config = recipe(**chosen, batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup,
+                        checkpoint_every=args.checkpoint_every, seed=args.seed, eval_prompts=args.eval_prompts,
+                        dynamics_prompts=args.dynamics_prompts,
+                        keep_planes=tuple(args.keep_planes) if args.keep_planes else None)
+    result = train(task, config, args.out, resume=not args.no_resume, progress=_progress(args))
     final = result.evaluation[result.evaluation["step"] == result.evaluation["step"].max()]
     print(f"final checkpoint: {result.final_checkpoint} ({result.seconds:.0f} s of training in this call)")
+    if config.keep_best:
+        best = result.validation.set_index("step")["accuracy"]
+        print(f"best checkpoint: {result.best_checkpoint} (validation accuracy {best.max():.4f})")
     print(final.to_string(index=False))
     return 0
 
@@ -623,7 +632,15 @@ def _add_train(sub: Any) -> None:
     train = _command(sub, "train", "train paper B's GPT-J on a task (resumes by default)", _train)
     train.add_argument("task", help="a registered task (number, letter, …)")
     train.add_argument("--out", required=True, help="run directory")
-    train.add_argument("--steps", type=_positive_int, default=6000, help="optimizer steps")
+    train.add_argument("--recipe", choices=("psheads", "paper-b"), default="psheads",
+                       help="psheads' recipe (fresh prompts every step, the final checkpoint) or paper B's own "
+                            "(TrainConfig.paper_b: clipping, no decay on biases/LayerNorm, a fixed set of 432,000 "
+                            "prompts, the best-validation checkpoint, exact GELU; the letter task's own sampling)")
+    train.add_argument("--steps", type=_positive_int, default=None, help="optimizer steps (default: the recipe's, "
+                                                                         "6000 or 6750)")
+    train.add_argument("--train-set", type=_positive_int, default=None,
+                       help="a fixed training set of this many prompts (default: the recipe's, fresh prompts or "
+                            "432,000)")
     train.add_argument("--batch-size", type=_positive_int, default=64, help="prompts per step")
     train.add_argument("--lr", type=float, default=1e-4, help="peak learning rate")
     train.add_argument("--warmup", type=int, default=750, help="linear warm-up steps")

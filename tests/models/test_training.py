@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import socket
@@ -450,3 +451,175 @@ def test_a_bad_recipe_says_which_field_before_anything_runs(call, error, match, 
     with pytest.raises(error, match=match):
         call()
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+# --- paper B's recipe ---------------------------------------------------------------------------------
+def test_paper_b_recipe_and_each_part_switches_alone() -> None:
+    config = training.TrainConfig.paper_b()
+    assert (config.steps, config.max_grad_norm, config.decay_norms_and_biases, config.train_set, config.keep_best,
+            config.validation_prompts) == (6750, 1.0, False, 432_000, True, 2400)
+    assert config.model == {"activation_function": "gelu"} and config.steps * config.batch_size == config.train_set
+    assert (config.lr, config.betas, config.weight_decay, config.warmup_steps) == (1e-4, (0.95, 0.999), 1e-4, 750)
+    merged = training.TrainConfig.paper_b(model={"n_layer": 2}, max_grad_norm=None)
+    assert merged.model == {"activation_function": "gelu", "n_layer": 2} and merged.max_grad_norm is None
+    assert training.TrainConfig.paper_b(model={"activation_function": "gelu_new"}).model["activation_function"] == "gelu_new"
+    assert training.TrainConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    for bad, kind in [(dict(max_grad_norm=0), ValueError), (dict(train_set=0), ValueError),
+                      (dict(keep_best=1), TypeError), (dict(decay_norms_and_biases="no"), TypeError),
+                      (dict(validation_prompts=0), ValueError)]:
+        with pytest.raises(kind, match=next(iter(bad))):
+            training.TrainConfig(**bad)
+
+
+def test_no_decay_on_biases_and_layernorm_weights() -> None:
+    """With decay_norms_and_biases=False a zero-gradient AdamW step leaves exactly the biases and
+    LayerNorm weights in place and shrinks every other weight."""
+    for decay_all in (True, False):
+        config = tiny_config(decay_norms_and_biases=decay_all, weight_decay=0.5)
+        model = training.build_model(NumberTask(), config)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.25)  # biases start at 0, which decay would not move
+        before = {name: p.detach().clone() for name, p in model.named_parameters()}
+        optimizer = torch.optim.AdamW(training.parameter_groups(model, config), lr=0.1, weight_decay=0.5)
+        for p in model.parameters():
+            p.grad = torch.zeros_like(p)
+        optimizer.step()
+        for name, p in model.named_parameters():
+            spared = name.endswith("bias") or ".ln_" in name
+            moved = not torch.equal(p, before[name])
+            assert moved == (decay_all or not spared), name
+    names = [name for name, _ in model.named_parameters()]
+    assert any(".ln_" in n and n.endswith("weight") for n in names) and any(n.endswith("bias") for n in names)
+
+
+def test_gradient_clipping_bounds_the_step(tmp_path) -> None:
+    """AdamW's step barely depends on the gradient's scale until it nears eps: a clip norm of 1e-12
+    shrinks the gradient below eps and the first steps almost vanish."""
+    initial = training.build_model(NumberTask(), tiny_config())
+    moved = {}
+    for clip in (None, 1e-12):
+        run = training.train(NumberTask(), tiny_config(steps=3, checkpoint_every=3, dynamics_prompts=0,
+                                                       max_grad_norm=clip), tmp_path / str(clip), progress=False)
+        weights = safetensors.torch.load_file(run.final_checkpoint / "model.safetensors")
+        moved[clip] = max(float((weights[n] - p).abs().max()) for n, p in initial.state_dict().items() if n in weights)
+    assert moved[1e-12] < moved[None] / 100
+
+
+def test_a_fixed_training_set_is_visited_once_per_epoch_in_a_new_order() -> None:
+    config = tiny_config(train_set=20, batch_size=8)  # 3 steps an epoch, the last one of 4 prompts
+    data = training.TrainingData(NumberTask(), config, progress=False)
+    assert data.steps_per_epoch == 3
+    tokens, answers = data.fixed_set()
+    assert tokens.shape == (20, 17) and answers.shape == (20,)
+    rows = {tuple(row) for row in tokens.tolist()}
+
+    def epoch(e: int) -> list[tuple]:
+        return [tuple(row) for step in range(3 * e, 3 * e + 3) for row in data.batch(step)[0].tolist()]
+
+    first, second = epoch(0), epoch(1)
+    assert sorted(first) == sorted(second) == sorted(tuple(row) for row in tokens.tolist()) and len(rows) == 20
+    assert first != second
+    assert [len(data.batch(s)[0]) for s in range(3)] == [8, 8, 4]
+    again = training.TrainingData(NumberTask(), config, progress=False)
+    assert all(torch.equal(again.batch(s)[0], data.batch(s)[0]) for s in (4, 0, 2))  # any order of access
+    assert training.TrainingData(NumberTask(), tiny_config(), progress=False).steps_per_epoch is None
+    big = training.TrainingData(NumberTask(), tiny_config(train_set=training.TRAIN_SET_CHUNK + 5), progress=False)
+    assert len(big.fixed_set()[0]) == training.TRAIN_SET_CHUNK + 5  # a short last chunk
+
+
+def test_paper_b_run_resumes_exactly_and_keeps_the_best_checkpoint(tmp_path, monkeypatch) -> None:
+    config = training.TrainConfig.paper_b(steps=6, batch_size=8, warmup_steps=2, checkpoint_every=2,
+                                          eval_prompts=16, dynamics_prompts=0, train_set=20, validation_prompts=16,
+                                          model=TINY)
+    task = LetterTask(sampling="paper-b")
+    full = training.train(task, config, tmp_path / "full", progress=False)
+    assert full.validation["step"].tolist() == [2, 4, 6] and (full.validation["n"] == 16).all()
+    best = training.best_step(full.validation)
+    assert full.best_checkpoint == tmp_path / "full" / f"checkpoint-{best:06d}"
+    assert full.validation.set_index("step").loc[best, "accuracy"] == full.validation["accuracy"].max()
+    original = training.TrainingData.batch
+    calls = []
+
+    def stop_after_four(self, step):
+        calls.append(step)
+        if step == 4:
+            raise KeyboardInterrupt
+        return original(self, step)
+
+    monkeypatch.setattr(training.TrainingData, "batch", stop_after_four)
+    with pytest.raises(KeyboardInterrupt):
+        training.train(task, config, tmp_path / "resumed", progress=False)
+    monkeypatch.setattr(training.TrainingData, "batch", original)
+    resumed = training.train(task, config, tmp_path / "resumed", progress=False)
+    _same_weights(resumed.final_checkpoint, full.final_checkpoint)
+    pd.testing.assert_frame_equal(resumed.validation, full.validation)
+    assert resumed.best_checkpoint.name == full.best_checkpoint.name
+
+
+def test_best_step_prefers_the_earliest_of_equals() -> None:
+    history = pd.DataFrame({"step": [500, 1000, 1500, 2000], "accuracy": [0.5, 0.9, 0.9, 0.8], "n": 10})
+    assert training.best_step(history) == 1000
+    assert training.best_step(history.iloc[:0]) is None
+
+
+def test_a_run_recorded_before_the_recipe_options_still_resumes(tmp_path) -> None:
+    """Records written before max_grad_norm, train_set, … (and LetterTask.sampling) existed lack
+    those fields: they are read as their defaults, and only a real difference refuses the resume."""
+    task, config = LetterTask(), tiny_config()
+    old = training._run_record(task, config)
+    for name in ("max_grad_norm", "decay_norms_and_biases", "train_set", "keep_best", "validation_prompts"):
+        del old["training"][name]
+    del old["task_options"]["sampling"]
+    checkpoints.check_same_run(tmp_path, training._with_defaults(old, task), training._run_record(task, config))
+    with pytest.raises(ValueError, match="max_grad_norm"):
+        checkpoints.check_same_run(tmp_path, training._with_defaults(old, task),
+                                   training._run_record(task, tiny_config(max_grad_norm=1.0)))
+    with pytest.raises(ValueError, match="sampling"):
+        checkpoints.check_same_run(tmp_path, training._with_defaults(old, task),
+                                   training._run_record(LetterTask(sampling="paper-b"), config))
+
+
+def test_the_paper_b_script_trains_measures_and_skips_what_is_done(tmp_path, monkeypatch) -> None:
+    """scripts/train_paper_b.py on tiny cells: tables per cell, both checkpoints measured, the fine grid
+    inside the first fall below 90%, and a finished cell skipped."""
+    import runpy
+    from pathlib import Path
+
+    script = runpy.run_path(str(Path(__file__).resolve().parents[2] / "scripts" / "train_paper_b.py"))
+    full = script["cell_task_and_config"]
+
+    def tiny_cell(variant, task_name, seed):
+        task, config = full(variant, task_name, seed)
+        model = {**TINY, **config.model}
+        return task, dataclasses.replace(config, steps=4, batch_size=8, warmup_steps=1, checkpoint_every=2,
+                                         eval_prompts=16, dynamics_prompts=0,
+                                         train_set=None if config.train_set is None else 24,
+                                         validation_prompts=16, model=model)
+
+    globals_ = script["main"].__globals__
+    monkeypatch.setitem(globals_, "cell_task_and_config", tiny_cell)
+    monkeypatch.setitem(globals_, "LENGTHS", (17, 25))
+    monkeypatch.setitem(globals_, "N_PROMPTS", 8)
+    task, config = full("psheads-sampling", "letter", 3)
+    assert task.sampling == "psheads" and config.train_set == 432_000 and config.seed == 3
+    assert full("fresh-prompts", "number", 0)[1].train_set is None
+    assert full("gelu-new", "letter", 0)[1].model == {"activation_function": "gelu_new"}
+    assert script["main"](["--only", "paper-b:letter:0", "--runs", str(tmp_path / "runs"),
+                           "--out", str(tmp_path / "out")]) == 0
+    stem = tmp_path / "out" / "letter_paper-b_seed0"
+    curve = pd.read_csv(f"{stem}_lengthgen.csv", dtype={"hops": str})
+    assert set(curve["checkpoint"]) == {"best", "final"} and set(curve["length"]) <= {17, 25} | set(range(18, 25))
+    record = json.loads(Path(f"{stem}_run.json").read_text())
+    assert record["task_options"]["sampling"] == "paper-b" and record["training"]["max_grad_norm"] == 1.0
+    assert pd.read_csv(f"{stem}_validation.csv")["step"].tolist() == [2, 4]
+    before = Path(f"{stem}_lengthgen.csv").stat().st_mtime_ns
+    assert script["main"](["--only", "paper-b:letter:0", "--runs", str(tmp_path / "runs"),
+                           "--out", str(tmp_path / "out")]) == 0
+    assert Path(f"{stem}_lengthgen.csv").stat().st_mtime_ns == before
+    fine = script["fine_lengths"](pd.DataFrame({"hops": "all", "length": [17, 65, 145],
+                                                "accuracy": [1.0, 0.95, 0.5]}))
+    assert fine == [78, 92, 105, 118, 132]
+    assert script["fine_lengths"](pd.DataFrame({"hops": "all", "length": [17, 65], "accuracy": [1.0, 0.95]})) == []
+    with pytest.raises(SystemExit):
+        script["main"](["--only", "psheads-sampling:number:0"])

@@ -20,7 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,11 @@ from psheads.tasks import Task, checked_batch, get_task, task_tokenizer
 logger = logging.getLogger(__name__)
 
 TEST_SEED_OFFSET = 1 << 40  # test prompts never share a seed with training batches
+VALIDATION_SEED_OFFSET = 1 << 41  # nor do validation prompts (keep_best)
+TRAIN_SET_SEED_OFFSET = 3 << 40  # a fixed training set's chunks
+EPOCH_SEED_OFFSET = 5 << 40  # its order in each epoch
+TRAIN_SET_CHUNK = 4096
+"""Prompts of a fixed training set generated from one seed (hop counts, answers balanced within it)."""
 
 
 @functools.cache
@@ -90,6 +95,19 @@ class TrainConfig:
         keep_planes: frequency gating: if set, every head may only use these frequency IDs
             (1 = fastest; 0 = unrotated dims; distinct ints); the other planes of q are held at
             exactly zero.
+        max_grad_norm: clip the gradient's global norm to this value before each step (finite,
+            > 0; None: no clipping).
+        decay_norms_and_biases: apply weight decay to biases and LayerNorm weights too (False:
+            only to the other weights, as Hugging Face's ``Trainer`` does).
+        train_set: None: fresh prompts every step (each step's batch seeded by the step). An int:
+            a fixed training set of that many prompts (prompt ``i`` deterministic in ``seed``),
+            visited in a new seeded order every epoch (the last batch of an epoch may be short).
+        keep_best: also score a validation set at every checkpoint and name the checkpoint with
+            the highest validation accuracy, the earliest on ties (``TrainResult.best_checkpoint``).
+        validation_prompts: size of that validation set (≥ 1; drawn apart from the training and
+            test prompts).
+
+    ``TrainConfig.paper_b()`` gives paper B's own recipe (its Hugging Face ``Trainer`` defaults).
     """
 
     steps: int = 6000
@@ -104,6 +122,26 @@ class TrainConfig:
     seed: int = 0
     model: dict = field(default_factory=dict)
     keep_planes: tuple[int, ...] | None = None
+    max_grad_norm: float | None = None
+    decay_norms_and_biases: bool = True
+    train_set: int | None = None
+    keep_best: bool = False
+    validation_prompts: int = 2400
+
+    @classmethod
+    def paper_b(cls, **changes: Any) -> TrainConfig:
+        """Paper B's recipe as its code ran it (Hugging Face ``Trainer``; each part switchable by
+        ``changes``): gradient clipping at norm 1.0, no weight decay on biases and LayerNorm
+        weights, a fixed set of 432,000 training prompts visited for one epoch (6,750 steps of 64),
+        the best-validation checkpoint kept (2,400 validation prompts), and the exact ``gelu``
+        activation (``changes["model"]`` is merged into it). The rest (AdamW, lr, betas, weight
+        decay, warm-up, dropout, shape) is the default ``TrainConfig``. Paper B trained in fp16 mixed precision on GPUs; psheads trains
+        in fp32 (see the Training page). Pair it with ``LetterTask(sampling="paper-b")`` for
+        paper B's letter prompts."""
+        recipe = dict(steps=6750, max_grad_norm=1.0, decay_norms_and_biases=False, train_set=432_000,
+                      keep_best=True, validation_prompts=2400)
+        model = {**PAPER_B_CODE_MODEL, **changes.pop("model", {})}
+        return cls(**{**recipe, **changes, "model": model})
 
     def __post_init__(self) -> None:
         def put(name: str, value: Any) -> None:
@@ -122,6 +160,13 @@ class TrainConfig:
         put("model", _model_overrides(self.model))
         if self.keep_planes is not None:
             put("keep_planes", validation.integers(self.keep_planes, "keep_planes", minimum=0, unique=True))
+        if self.max_grad_norm is not None:
+            put("max_grad_norm", validation.number(self.max_grad_norm, "max_grad_norm", above=0))
+        put("decay_norms_and_biases", validation.boolean(self.decay_norms_and_biases, "decay_norms_and_biases"))
+        if self.train_set is not None:
+            put("train_set", validation.integer(self.train_set, "train_set", minimum=1))
+        put("keep_best", validation.boolean(self.keep_best, "keep_best"))
+        put("validation_prompts", validation.integer(self.validation_prompts, "validation_prompts", minimum=1))
 
     def to_dict(self) -> dict:
         """Plain-JSON form."""
@@ -170,6 +215,9 @@ def _model_overrides(value: Any) -> dict:
     return overrides
 
 
+PAPER_B_CODE_MODEL = {"activation_function": "gelu"}
+"""Where paper B's code builds its GPT-J differently from ``zoo.PAPER_B_GPTJ``: the exact GELU."""
+
 TASK_FIELDS = frozenset({"vocab_size", "bos_token_id", "eos_token_id"})
 """GPT-J config fields ``build_model`` sets from the task."""
 
@@ -206,6 +254,10 @@ class TrainResult:
         evaluation: accuracy per checkpoint and hop count (``step, hops, accuracy, n``).
         dynamics: per checkpoint, layer and head: scores and labels (plus accuracy columns).
         seconds: wall-clock training time of this call (excluding evaluation and scoring).
+        best_checkpoint: with ``keep_best``, the checkpoint of highest validation accuracy (the
+            earliest on ties); otherwise the final one.
+        validation: with ``keep_best``, validation accuracy per checkpoint (``step, accuracy, n``);
+            otherwise empty.
     """
 
     output_dir: Path
@@ -213,6 +265,8 @@ class TrainResult:
     evaluation: pd.DataFrame
     dynamics: pd.DataFrame
     seconds: float
+    best_checkpoint: Path
+    validation: pd.DataFrame
 
 
 # --- model -----------------------------------------------------------------------------------
@@ -265,9 +319,70 @@ def derived_seed(value: int) -> int:
 
 
 def training_batch(task: Task, config: TrainConfig, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The batch of ``step`` (deterministic in ``config.seed`` and ``step``)."""
+    """The fresh batch of ``step`` (deterministic in ``config.seed`` and ``step``)."""
     batch = checked_batch(task, config.batch_size, seed=derived_seed(config.seed * 1_000_003 + step))
     return batch.tokens, batch.answers
+
+
+class TrainingData:
+    """Where each step's batch comes from (``TrainConfig.train_set``).
+
+    Without a fixed set, ``training_batch``. With one, the set is generated once, in chunks of
+    ``TRAIN_SET_CHUNK`` prompts each seeded by ``config.seed`` and the chunk's index, and epoch
+    ``e`` visits it in the order of a permutation seeded by ``config.seed`` and ``e``: a step's
+    batch depends only on the seed and the step, so a resumed run sees the same data.
+    """
+
+    def __init__(self, task: Task, config: TrainConfig, progress: bool | None = None) -> None:
+        self.task, self.config, self.progress = task, config, progress
+        self._set: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._order: tuple[int, torch.Tensor] | None = None
+
+    @property
+    def steps_per_epoch(self) -> int | None:
+        """Steps that visit the fixed set once (None: fresh prompts)."""
+        if self.config.train_set is None:
+            return None
+        return -(-self.config.train_set // self.config.batch_size)
+
+    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Tokens ``[batch, seq]`` and answers ``[batch]`` of ``step``."""
+        if self.config.train_set is None:
+            return training_batch(self.task, self.config, step)
+        tokens, answers = self.fixed_set()
+        epoch, within = divmod(step, self.steps_per_epoch)
+        rows = self._epoch_order(epoch)[within * self.config.batch_size:(within + 1) * self.config.batch_size]
+        return tokens[rows], answers[rows]
+
+    def fixed_set(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The whole fixed training set: tokens ``[train_set, seq]`` and answers ``[train_set]``."""
+        if self._set is None:
+            size, base = self.config.train_set, self.config.seed * 1_000_003
+            chunks = progress_bar(range(0, size, TRAIN_SET_CHUNK), desc="training set", progress=self.progress)
+            batches = [checked_batch(self.task, min(TRAIN_SET_CHUNK, size - start),
+                                     seed=derived_seed(TRAIN_SET_SEED_OFFSET + base + start // TRAIN_SET_CHUNK))
+                       for start in chunks]
+            self._set = (torch.cat([b.tokens for b in batches]), torch.cat([b.answers for b in batches]))
+        return self._set
+
+    def _epoch_order(self, epoch: int) -> torch.Tensor:
+        if self._order is None or self._order[0] != epoch:
+            seed = derived_seed(EPOCH_SEED_OFFSET + self.config.seed * 1_000_003 + epoch)
+            self._order = (epoch, torch.randperm(self.config.train_set, generator=torch.Generator().manual_seed(seed)))
+        return self._order[1]
+
+
+def parameter_groups(model: torch.nn.Module, config: TrainConfig) -> list[dict]:
+    """AdamW parameter groups: one, or (``decay_norms_and_biases=False``) the biases and LayerNorm
+    weights apart with no weight decay (Hugging Face ``Trainer``'s rule)."""
+    if config.decay_norms_and_biases:
+        return [{"params": list(model.parameters())}]
+    norms = {id(p) for module in model.modules() if isinstance(module, torch.nn.LayerNorm)
+             for p in module.parameters(recurse=False)}
+    named = list(model.named_parameters())
+    spared = [p for name, p in named if id(p) in norms or name.endswith("bias")]
+    decayed = [p for name, p in named if not (id(p) in norms or name.endswith("bias"))]
+    return [{"params": decayed}, {"params": spared, "weight_decay": 0.0}]
 
 
 def evaluate(model: torch.nn.Module, task: Task, n: int, seed: int, batch_size: int = 256) -> pd.DataFrame:
@@ -281,11 +396,12 @@ def evaluate(model: torch.nn.Module, task: Task, n: int, seed: int, batch_size: 
 
 
 def _write_files(path: Path, model: Any, task: Task, config: TrainConfig, step: int,
-                 optimizer: torch.optim.Optimizer, scheduler: Any) -> None:
-    """Model, tokenizer, training record and trainer state of a checkpoint (no records, no manifest)."""
+                 optimizer: torch.optim.Optimizer, scheduler: Any, validation: dict | None) -> None:
+    """Model, tokenizer, training record (with ``validation``, if any) and trainer state of a
+    checkpoint (no records, no manifest)."""
     model.save_pretrained(path, safe_serialization=True)
     task_tokenizer(task).save_pretrained(path)
-    info = {**_run_record(task, config), "step": step}
+    info = {**_run_record(task, config), "step": step, **({"validation": validation} if validation else {})}
     (path / checkpoints.TRAINING_CONFIG).write_text(json.dumps(info, indent=2))
     checkpoints.write_trainer_state(path, optimizer, scheduler, step)
 
@@ -304,7 +420,14 @@ def save_checkpoint(directory: Path, model: Any, task: Task, config: TrainConfig
         The run's evaluation and dynamics frames up to this step, as read back from the files.
     """
     with checkpoints.sealed(directory, step) as partial:
-        _write_files(partial, model, task, config, step, optimizer, scheduler)
+        validation = None
+        if config.keep_best:
+            with torch.random.fork_rng(devices=[]):
+                scored = evaluate(model, task, config.validation_prompts,
+                                  seed=derived_seed(VALIDATION_SEED_OFFSET + config.seed))
+            overall = scored[scored["hops"] == "all"].iloc[0]
+            validation = {"accuracy": float(overall["accuracy"]), "n": int(overall["n"])}
+        _write_files(partial, model, task, config, step, optimizer, scheduler, validation)
         with torch.random.fork_rng(devices=[]):
             scores = evaluate(model, task, config.eval_prompts, seed=derived_seed(TEST_SEED_OFFSET + config.seed))
             scores.insert(0, "step", step)
@@ -325,6 +448,38 @@ def _run_record(task: Task, config: TrainConfig) -> dict:
     return {"task": task.name, "task_options": _plain(_task_options(task)), "training": config.to_dict()}
 
 
+def _with_defaults(info: dict, task: Task) -> dict:
+    """``info`` with the training settings and task options an older psheads did not record set to
+    their defaults (so such a run resumes when nothing else differs)."""
+    info = dict(info)
+    if isinstance(info.get("training"), dict):
+        info["training"] = {**TrainConfig().to_dict(), **info["training"]}
+    defaults = {f.name: f.default for f in fields(task) if f.init and f.default is not MISSING} \
+        if hasattr(task, "__dataclass_fields__") else {}
+    if isinstance(info.get("task_options"), dict) and info.get("task") == task.name:
+        info["task_options"] = {**_plain(defaults), **info["task_options"]}
+    return info
+
+
+def validation_history(output_dir: str | Path) -> pd.DataFrame:
+    """Validation accuracy recorded by each checkpoint of a ``keep_best`` run (``step, accuracy, n``;
+    empty when none recorded any)."""
+    rows = []
+    for checkpoint in checkpoints.list_checkpoints(output_dir):
+        record = checkpoints.read_training_record(checkpoint).get("validation")
+        if isinstance(record, dict):
+            rows.append({"step": checkpoints.checkpoint_step(checkpoint), **record})
+    return pd.DataFrame(rows, columns=["step", "accuracy", "n"])
+
+
+def best_step(validation: pd.DataFrame) -> int | None:
+    """The step of highest validation accuracy, the earliest on ties (Hugging Face's rule:
+    a later checkpoint must be strictly better); None for an empty history."""
+    if validation.empty:
+        return None
+    return int(validation.loc[validation["accuracy"].idxmax(), "step"])
+
+
 def _load_checkpoint(directory: Path, task: Task, config: TrainConfig) -> tuple[Any, dict, tuple]:
     """Verify, check and load a checkpoint: (model, trainer state, records).
 
@@ -334,7 +489,7 @@ def _load_checkpoint(directory: Path, task: Task, config: TrainConfig) -> tuple[
     """
     checkpoints.verify_checkpoint(directory)
     info = checkpoints.read_training_record(directory)
-    checkpoints.check_same_run(directory, info, _run_record(task, config))
+    checkpoints.check_same_run(directory, _with_defaults(info, task), _run_record(task, config))
     state = checkpoints.read_trainer_state(directory)
     if state["step"] != checkpoints.checkpoint_step(directory) or info.get("step") != state["step"]:
         raise CheckpointError(f"{directory / checkpoints.TRAINER_JSON} holds step {state['step']} and "
@@ -477,7 +632,7 @@ def _train(task: Task, config: TrainConfig, output_dir: Path, resume: bool, prog
     if saved and final is None:
         raise CheckpointError(f"No usable checkpoint in {output_dir}: " + " ".join(problems))
     model.to(device)  # built or loaded on the CPU: the same initial weights on every device
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=config.betas,
+    optimizer = torch.optim.AdamW(parameter_groups(model, config), lr=config.lr, betas=config.betas,
                                   weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config))
     if final is not None:
@@ -493,17 +648,20 @@ def _train(task: Task, config: TrainConfig, output_dir: Path, resume: bool, prog
     else:
         torch.manual_seed(config.seed)
     mask = query_keep_mask(model, config.keep_planes).to(device) if config.keep_planes is not None else None
+    data = TrainingData(task, config, progress)
     model.train()
     seconds = 0.0
     bar = progress_bar(range(start, config.steps), initial=start, total=config.steps, desc=f"train {task.name}",
                        progress=progress)
     for step in bar:
         began = time.perf_counter()
-        tokens, answers = (tensor.to(device) for tensor in training_batch(task, config, step))
+        tokens, answers = (tensor.to(device) for tensor in data.batch(step))
         logits = model(tokens).logits[:, -1]
         loss = torch.nn.functional.cross_entropy(logits, answers)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if config.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
         optimizer.step()
         scheduler.step()
         if mask is not None:
@@ -524,4 +682,7 @@ def _train(task: Task, config: TrainConfig, output_dir: Path, resume: bool, prog
                                              "accuracy"].iloc[0]))
     if final is None or history is None:
         raise ValueError("Nothing to do: the run is already complete and has no checkpoint.")
-    return TrainResult(output_dir, final, history[0], history[1], seconds)
+    validation = validation_history(output_dir) if config.keep_best else pd.DataFrame(columns=["step", "accuracy", "n"])
+    best = best_step(validation)
+    best_checkpoint = final if best is None else output_dir / f"{checkpoints.CHECKPOINT_PREFIX}{best:06d}"
+    return TrainResult(output_dir, final, history[0], history[1], seconds, best_checkpoint, validation)

@@ -192,10 +192,17 @@ class LetterTask(_MultiHopTask):
         n_letters: alphabet size (a–h by default).
         n_ints: integers 1…n_ints in target pairs.
         extra_target: extra target-window pairs before the effective window.
+        sampling: how letters off the path are drawn. ``"psheads"``: a filler's first letter
+            only avoids the letters sought by the hops leaving later positions (the least the
+            one-match rule needs); the query's first letter and off-path second letters are free.
+            ``"paper-b"``: as paper B's generator, the answer's letter and every hop letter are
+            banned from every filler's first letter, the query's first letter and every off-path
+            second letter.
     """
 
     n_letters: int = 8
     n_ints: int = 8
+    sampling: str = "psheads"
     name: str = field(default="letter", init=False)
 
     def __post_init__(self) -> None:
@@ -205,6 +212,8 @@ class LetterTask(_MultiHopTask):
                              f"got {self.n_letters}.")
         if self.n_ints < 1:
             raise ValueError("n_ints must be ≥ 1.")
+        if self.sampling not in LETTER_SAMPLING:
+            raise ValueError(f"sampling must be one of {LETTER_SAMPLING}, got {self.sampling!r}.")
 
     @property
     def letters(self) -> list[str]:
@@ -238,25 +247,35 @@ class LetterTask(_MultiHopTask):
         first_of = dict(zip(path[1:], firsts))
         # a filler at q must not start with the letter sought by any hop leaving a position > q
         sought = [(p, x) for p, x in zip(path, firsts)]  # the hop from p looks for x
+        off_path = [x for x in range(self.n_letters) if x not in firsts]  # paper B: every free letter
+
+        def draw(letters: list[int]) -> int:
+            return letters[int(torch.randint(len(letters), (1,), generator=generator))]
+
+        free = off_path if self.sampling == "paper-b" else list(range(self.n_letters))
         tokens = torch.empty(query + 1, dtype=torch.long)
         for position in range(query + 1):
             if position in first_of or position == query:
                 first = first_of.get(position)
+            elif self.sampling == "paper-b":
+                first = draw(off_path)
             else:
-                banned = {x for p, x in sought if position < p}
-                allowed = [x for x in range(self.n_letters) if x not in banned]
-                first = allowed[int(torch.randint(len(allowed), (1,), generator=generator))]
+                banned = {letter for p, letter in sought if position < p}
+                first = draw([x for x in range(self.n_letters) if x not in banned])
             if position < first_pre:
                 value = answer_value if position == answer else int(torch.randint(self.n_ints, (1,), generator=generator))
                 tokens[position] = self._target_id(first, value)
             else:
                 hop = path.index(position) if position in path else None
-                second = firsts[hop] if hop is not None else int(torch.randint(self.n_letters, (1,), generator=generator))
+                second = firsts[hop] if hop is not None else draw(free)
                 if position == query:
-                    first = int(torch.randint(self.n_letters, (1,), generator=generator))
+                    first = draw(free)
                 tokens[position] = self._pair_id(first, second)
         return tokens
 
+
+LETTER_SAMPLING = ("psheads", "paper-b")
+"""``LetterTask.sampling`` values: psheads' minimal bans, or paper B's generator (every path letter banned)."""
 
 register_task("number", NumberTask)
 register_task("letter", LetterTask)
