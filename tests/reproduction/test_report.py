@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 import psheads
@@ -51,7 +53,7 @@ def test_report_numbers_come_from_the_shipped_tables(built: report.Report) -> No
     assert " / ".join(map(str, steps)) in claim.measured
     frequency = dict(next(s for s in built.sections if s.key == "frequency").tables)["Frequency ID per layer"]
     assert len(frequency) == 24 and frequency["paper B table 1"].tolist() == (
-        PUBLISHED["frequency_id"].value["number"] + PUBLISHED["frequency_id"].value["letter"])
+        PUBLISHED["frequency_id_number"].value + PUBLISHED["frequency_id_letter"].value)
     from psheads.tasks import checked_batch
 
     shipped = psheads.load_pretrained("letter")
@@ -138,3 +140,57 @@ def test_the_learning_order_rule_fails_the_letter_pattern() -> None:
 
 def test_verdicts_include_inconclusive() -> None:
     assert set(report.VERDICT_COLORS) == {"reproduces", "partly", "does not reproduce", "inconclusive", "not measured"}
+
+
+def test_the_frequency_id_rule_is_per_layer() -> None:
+    """The old rule compared fast vs slow only; an rms of 11.8 passed, and number L5 (3.3 vs 39) and
+    letter L0 (39 vs 18) hid inside it. Now each layer must be within ±8 IDs."""
+    paper = PUBLISHED["frequency_id_number"].value
+    assert report.frequency_id_verdict(paper, paper) == ("reproduces", [])
+    shifted = [value + 8 for value in paper]  # at the tolerance, both signs
+    assert report.frequency_id_verdict(shifted, paper)[0] == "reproduces"
+    assert report.frequency_id_verdict([value - 8 for value in paper], paper)[0] == "reproduces"
+    number_l5 = list(paper)
+    number_l5[5] = 3.3  # fast where the paper is slow: the old rule's blind spot within "all but two"
+    assert report.frequency_id_verdict(number_l5, paper) == ("partly", [5])
+    letter = PUBLISHED["frequency_id_letter"].value
+    assert report.frequency_id_verdict([39] + letter[1:], letter) == ("partly", [0])
+    three_off = [value + 9 if layer < 4 else value for layer, value in enumerate(letter)]
+    assert report.frequency_id_verdict(three_off, letter) == ("does not reproduce", [0, 1, 2, 3])
+    assert report.frequency_id_verdict([], [])[0] == "not measured"
+
+
+def test_the_length_rules_are_two_sided() -> None:
+    published = PUBLISHED["number_length"].value
+    assert published == {200: 0.64, 1000: 0.2}
+    assert report.number_length_verdict({200: 0.64, 1000: 0.2}, published) == "reproduces"
+    assert report.number_length_verdict({200: 0.50, 1000: 0.34}, published) == "reproduces"  # ±0.15 (rounding aside)
+    assert report.number_length_verdict({200: 0.276, 1000: 0.023}, published) == "does not reproduce"  # ours
+    assert report.number_length_verdict({200: 0.95, 1000: 0.9}, published) == "does not reproduce"  # better fails too
+    assert report.number_length_verdict({200: 0.6, 1000: 0.9}, published) == "partly"
+    assert report.number_length_verdict({200: 0.6, 1000: None}, published) == "not measured"
+    assert report.letter_length_verdict(850, 850) == "reproduces"
+    assert report.letter_length_verdict(690, 850) == report.letter_length_verdict(1050, 850) == "reproduces"
+    assert report.letter_length_verdict(500, 850) == report.letter_length_verdict(1600, 850) == "partly"
+    assert report.letter_length_verdict(145, 850) == "does not reproduce"  # ours: 17%
+    assert report.letter_length_verdict(4113, 850) == "does not reproduce"  # far beyond the paper fails too
+    assert report.letter_length_verdict(0, 850) == "does not reproduce"
+
+
+def test_accuracy_at_reads_or_interpolates_the_curve() -> None:
+    from psheads.results import analysis
+
+    curve = pd.DataFrame({"length": [145, 289, 145], "hops": ["all", "all", "1"], "accuracy": [0.30, 0.20, 1.0]})
+    assert analysis.accuracy_at(curve, 145) == 0.30
+    expected = 0.30 + (np.log(200) - np.log(145)) / (np.log(289) - np.log(145)) * (0.20 - 0.30)
+    assert analysis.accuracy_at(curve, 200) == pytest.approx(expected, abs=1e-12)
+    assert analysis.accuracy_at(curve, 100) is None and analysis.accuracy_at(curve, 1000) is None
+
+
+def test_the_theorem_rule_covers_every_length_and_fails_a_violation() -> None:
+    ok = pd.DataFrame({"length": [2, 3, 16], "within bounds": [True, True, True]})
+    assert report.theorem_verdict(ok) == "reproduces"
+    at_two = ok.assign(**{"within bounds": [False, True, True]})
+    assert report.theorem_verdict(at_two) == "partly"  # the upper bound's distractor does not exist at L = 2
+    assert report.theorem_verdict(ok.assign(**{"within bounds": [True, False, True]})) == "does not reproduce"
+    assert report.theorem_verdict(ok.iloc[:0]) == "not measured"

@@ -88,12 +88,17 @@ PUBLISHED: dict[str, Published] = {
                                         "~2,700–3,000)", (5, 6, 7, 4, 8, 9, 10, 11)),
     "letter_symbolic_1_11": Published(PAPER_B, "figure 2C", "letter model: layers 1–11 become pure symbolic, and no "
                                       "layer pure positional", tuple(range(1, 12))),
-    "frequency_id": Published(PAPER_B, "table 1 (figure 8 per plane)", "frequency ID per layer: fast planes in the "
-                              "number model's positional layers, slow planes elsewhere", PAPER_B_FREQUENCY_ID),
-    "letter_length": Published(PAPER_B, "figure 5", "the letter model stays above 90% accuracy up to ≈850 tokens "
+    "frequency_id_number": Published(PAPER_B, "table 1 (figure 8 per plane)", "number model, frequency ID per "
+                                     "layer: fast planes in the positional layers 0–4, slow planes from layer 5",
+                                     PAPER_B_FREQUENCY_ID["number"]),
+    "frequency_id_letter": Published(PAPER_B, "table 1 (figure 8 per plane)", "letter model, frequency ID per "
+                                     "layer: slow planes throughout (18 in layer 0, 32–42 after)",
+                                     PAPER_B_FREQUENCY_ID["letter"]),
+    "letter_length": Published(PAPER_B, "figure 5B", "the letter model stays above 90% accuracy up to ≈850 tokens "
                                "(53× the training length)", 850),
-    "number_length": Published(PAPER_B, "figure 5", "the number model barely generalises beyond its training "
-                               "length"),
+    "number_length": Published(PAPER_B, "figure 5B (read from the plot)", "the number model barely generalises "
+                               "beyond its training length: accuracy ≈0.64 at 200 tokens and ≈0.2 at 1,000",
+                               {200: 0.64, 1000: 0.2}),
     "margins": Published(PAPER_B, "figure 5", "positional heads' discrepancy shrinks to zero with length, symbolic "
                          "heads' stays positive"),
     "theorem_3_1": Published(PAPER_B, "theorem 3.1", "one head on one RoPE plane solves Index (positional) and "

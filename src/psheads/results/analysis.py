@@ -798,6 +798,19 @@ def first_pure(dynamics: pd.DataFrame, label: str) -> dict[int, int]:
     return out
 
 
+def accuracy_at(frame: pd.DataFrame, length: int) -> float | None:
+    """All-hops accuracy of a length curve at ``length`` tokens: the measured value, or the linear
+    interpolation in log length between the two nearest measured lengths; None outside the range."""
+    rows = frame[frame["hops"].astype(str) == "all"].groupby("length")["accuracy"].mean().sort_index()
+    if rows.empty or not rows.index.min() <= length <= rows.index.max():
+        return None
+    if length in rows.index:
+        return float(rows.loc[length])
+    below, above = rows.index[rows.index < length].max(), rows.index[rows.index > length].min()
+    share = (np.log(length) - np.log(below)) / (np.log(above) - np.log(below))
+    return float(rows.loc[below] + share * (rows.loc[above] - rows.loc[below]))
+
+
 def longest_ready(frame: pd.DataFrame, threshold: float = READY) -> int | None:
     """The longest prompt length up to which accuracy (all hops) stays ≥ ``threshold``."""
     rows = frame[frame["hops"].astype(str) == "all"].sort_values("length")
