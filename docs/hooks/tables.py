@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from psheads.reproduction.report import LLM_TASK_TABLES as LLM_TASK_FILES
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 ATLAS = DATA / "atlas"
 MARKER = re.compile(r"^<!-- table: (?P<name>[a-z_]+) -->$", re.MULTILINE)
 MODELS = ("gemma-3-270m", "smollm2-135m", "qwen2.5-coder-0.5b")
-LLM_TASK_FILES = {"gemma-3-270m": "gemma_llm_tasks.csv", "smollm2-135m": "smollm2_llm_tasks.csv",
-                  "qwen2.5-coder-0.5b": "qwen2.5_llm_tasks.csv"}
 
 
 def _number(value: float, digits: int = 2) -> str:

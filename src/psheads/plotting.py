@@ -26,7 +26,7 @@ __all__ = [
     "LAYER_COLORSCALE", "TEMPLATE", "accuracy_by_band", "accuracy_by_hops", "accuracy_under_ablation",
     "accuracy_vs_length", "attention_under_swap", "discrepancy_vs_length", "frequency_curves", "frequency_scores",
     "frequency_usage", "layer_colors", "layer_distributions", "learning_dynamics", "local_global",
-    "pure_head_counts", "score_correlation", "score_heatmap", "score_plane",
+    "pure_head_counts", "score_correlation", "score_heatmap", "score_plane", "theorem_bounds",
 ]
 
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -751,6 +751,34 @@ def discrepancy_vs_length(frame: pd.DataFrame, bounds: pd.DataFrame | None = Non
     figure.add_hline(y=0, line={"color": "#888888", "dash": "dot", "width": 1})
     return _style(figure, xaxis_title="prompt length (tokens)", yaxis_title="normalised discrepancy Δ",
                   legend_title="head")
+
+
+def theorem_bounds(frame: pd.DataFrame) -> go.Figure:
+    """Theorem 3.2's bounds against the distance n, one colour per construction (paper B, figure 5A).
+
+    Args:
+        frame: ``construction, n, upper`` and optionally ``lower`` (NaN where there is none), such
+            as the report's curves for paper B's angles.
+
+    Raises:
+        ValueError: missing columns or no rows.
+    """
+    if not isinstance(frame, pd.DataFrame) or not {"construction", "n", "upper"} <= set(frame.columns) or frame.empty:
+        raise ValueError("theorem_bounds needs a non-empty DataFrame with the columns construction, n and upper "
+                         "(optionally lower).")
+    figure = go.Figure()
+    for index, (kind, rows) in enumerate(frame.groupby("construction", sort=True)):
+        rows = rows.sort_values("n")
+        color = _PALETTE[index % len(_PALETTE)]
+        for column, dash in (("upper", "solid"), ("lower", "dash")):
+            if column in rows and rows[column].notna().any():
+                name = f"{kind}: {column} bound"
+                figure.add_trace(go.Scatter(x=rows["n"], y=rows[column], mode="lines", name=name,
+                                            line={"color": color, "dash": dash},
+                                            hovertemplate="n = %{x}: %{y:.4g}<extra>" + name + "</extra>"))
+    figure.add_hline(y=0, line={"color": "#888888", "dash": "dot", "width": 1})
+    return _style(figure, xaxis_title="n (distance from the query to the farthest key)",
+                  yaxis_title="bound on the discrepancy Δ(n)", legend_title="Theorem 3.2")
 
 
 def accuracy_under_ablation(frame: pd.DataFrame) -> go.Figure:

@@ -194,3 +194,81 @@ def test_the_theorem_rule_covers_every_length_and_fails_a_violation() -> None:
     assert report.theorem_verdict(at_two) == "partly"  # the upper bound's distractor does not exist at L = 2
     assert report.theorem_verdict(ok.assign(**{"within bounds": [True, False, True]})) == "does not reproduce"
     assert report.theorem_verdict(ok.iloc[:0]) == "not measured"
+
+
+def _dynamics(rows: list[tuple[int, int, float, float, float]]) -> pd.DataFrame:
+    """step, layer, s_POS, s_SYM, accuracy_all → a dynamics table (one head per layer, labels at γ = 0.1)."""
+    from psheads.measure.methods import label
+
+    frame = pd.DataFrame(rows, columns=["step", "layer", "positional", "symbolic", "accuracy_all"])
+    return frame.assign(head=0, label=[label(p, s) for p, s in zip(frame["positional"], frame["symbolic"])])
+
+
+def test_the_gamma_rule_fails_counts_that_move() -> None:
+    """Figure 7: pure counts keep their shape when γ is halved. A head at s_POS 0.93 is pure at γ = 0.1
+    and mixed at 0.05: one such head shifts a count by one (allowed), three shift it by three (not)."""
+    steady = _dynamics([(500, 0, 0.99, 0.01, 0.5), (1000, 0, 0.99, 0.01, 1.0), (1000, 1, 0.99, 0.02, 1.0)])
+    counts = {g: report.pure_counts(report.relabelled(steady, g)) for g in report.GAMMAS}
+    assert report.gamma_verdict(counts, 500) == ("reproduces", [])
+    one = _dynamics([(500, 0, 0.99, 0.01, 0.5), (1000, 0, 0.99, 0.01, 1.0), (1000, 1, 0.93, 0.02, 1.0)])
+    counts = {g: report.pure_counts(report.relabelled(one, g)) for g in report.GAMMAS}
+    assert report.gamma_verdict(counts, 500)[0] == "reproduces"
+    three = _dynamics([(1000, layer, 0.93, 0.02, 1.0) for layer in range(3)] + [(500, 0, 0.5, 0.5, 0.1)])
+    counts = {g: report.pure_counts(report.relabelled(three, g)) for g in report.GAMMAS}
+    assert report.gamma_verdict(counts, 500) == ("does not reproduce", ["positional"])
+    late = _dynamics([(step, 0, 0.99 if step >= 1000 else 0.93, 0.01, 1.0) for step in (500, 1000, 1500, 2000)]
+                     + [(step, 1, 0.99 if step >= 2000 else 0.93, 0.01, 1.0) for step in (500, 1000, 1500, 2000)])
+    counts = {g: report.pure_counts(report.relabelled(late, g)) for g in report.GAMMAS}
+    assert report.gamma_verdict(counts, 500) == ("partly", ["positional"])  # reached 1,500 steps later
+
+
+def test_the_convergence_rule_fails_heads_that_purify_late() -> None:
+    early = _dynamics([(500, 0, 0.5, 0.5, 0.3), (1000, 0, 0.99, 0.01, 0.995), (1500, 0, 0.99, 0.01, 1.0),
+                       (500, 1, 0.5, 0.5, 0.3), (1000, 1, 0.01, 0.99, 0.995), (1500, 1, 0.01, 0.99, 1.0)])
+    assert report.pure_before_convergence(early) == (1000, 1.0)
+    late = early.assign(positional=[0.5, 0.5, 0.99, 0.5, 0.5, 0.01], symbolic=[0.5, 0.5, 0.01, 0.5, 0.5, 0.99])
+    late["label"] = [psheads_label(p, s) for p, s in zip(late["positional"], late["symbolic"])]
+    assert report.pure_before_convergence(late) == (1000, 0.0)
+    assert report.pure_before_convergence(early.assign(accuracy_all=0.5)) == (None, 0.0)
+
+
+def psheads_label(positional: float, symbolic: float) -> str:
+    from psheads.measure.methods import label
+
+    return label(positional, symbolic)
+
+
+def test_the_entropy_rule() -> None:
+    assert report.entropy_verdict(0.95, [0.99, 0.99]) == "reproduces"
+    assert report.entropy_verdict(0.6, [0.95, 0.92]) == "partly"
+    assert report.entropy_verdict(0.3, [0.95, 0.5]) == "does not reproduce"
+
+
+def test_the_llm_pattern_rule() -> None:
+    """Table 3's pattern at 100 items: the letter interval above the number one, and the letter task holding."""
+    def table(letter_12: float, letter_100: tuple[float, float, float], number_100: tuple[float, float, float]):
+        rows = [("llm-letter", 12, letter_12, letter_12 - 0.1, letter_12 + 0.1),
+                ("llm-letter", 100, *letter_100), ("llm-number", 100, *number_100)]
+        return pd.DataFrame(rows, columns=["task", "window", "accuracy", "ci_low", "ci_high"])
+
+    assert report.llm_pattern_verdict(table(0.84, (0.78, 0.61, 0.89), (0.03, 0.0, 0.16)))[0] == "reproduces"  # Qwen2.5
+    assert report.llm_pattern_verdict(table(0.55, (0.30, 0.22, 0.38), (0.04, 0.02, 0.09)))[0] == "partly"  # falls
+    assert report.llm_pattern_verdict(table(0.36, (0.11, 0.05, 0.21), (0.03, 0.01, 0.11)))[0] == "does not reproduce"
+    assert report.llm_pattern_verdict(table(0.9, (0.1, 0.05, 0.2), (0.9, 0.8, 0.95)))[0] == "does not reproduce"
+    assert report.llm_pattern_verdict(table(0.9, (0.9, 0.8, 0.95), (0.1, 0.05, 0.2)).iloc[:2])[0] == "not measured"
+
+
+def test_figure_5a_curves_and_rule() -> None:
+    curves = report.figure_5a_curves().set_index(["construction", "n"])
+    assert curves.loc[("index", 100), "upper"] == pytest.approx(2 * np.pi**2 / 100**2)  # 2π²/n² below 1 − cos 0.8
+    assert curves.loc[("index", 1), "upper"] == pytest.approx(1 - np.cos(0.8))
+    omega = 2 * np.pi / 8
+    assert curves.loc[("retrieval", 100), "upper"] == pytest.approx(1 - np.cos(omega - 100 * 0.0027))
+    assert curves.loc[("retrieval", 100), "lower"] == pytest.approx(np.cos(100 * 0.0027) - np.cos(omega - 100 * 0.0027))
+    published = {"number": 2, "letter": 42}
+    assert report.figure_5a_verdict({"number": 1, "letter": 34}, published) == "reproduces"  # ours, within ±8
+    assert report.figure_5a_verdict({"number": 1, "letter": 20}, published) == "partly"
+    assert report.figure_5a_verdict({"number": 40, "letter": 2}, published) == "does not reproduce"  # swapped roles
+    assert report.figure_5a_verdict({"number": 1}, published) == "not measured"
+    with pytest.raises(ValueError, match="construction, n and upper"):
+        psheads.plotting.theorem_bounds(pd.DataFrame())

@@ -51,6 +51,16 @@ PAPER_B = Paper(
     url="https://arxiv.org/abs/2605.31558",
 )
 
+PAPER_B_TABLE_3: dict[str, dict[int, float]] = {
+    "number": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
+                       (0.98, 0.87, 0.73, 0.45, 0.17, 0.14, 0.10, 0.08, 0.08, 0.06))),
+    "letter": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
+                       (0.96, 0.98, 1.0, 0.99, 0.99, 0.98, 0.96, 0.85, 0.52, 0.40))),
+}
+"""Paper B, table 3: GPT 5.4's mean accuracy on the 1-hop number and letter tasks by target-window size
+(GPT 5.5 and Claude Sonnet 3.7 show the same split: number 0.55 and 0.40 at 12 falling to 0.04 and
+0.05 at 300; letter 0.87 and 0.92 at 12, 0.50 and 0.80 at 300)."""
+
 PAPER_B_FREQUENCY_ID: dict[str, list[int]] = {
     "number": [1, 2, 2, 2, 10, 39, 38, 38, 38, 37, 37, 38],
     "letter": [18, 32, 42, 37, 40, 38, 41, 38, 41, 39, 38, 40],
@@ -88,6 +98,11 @@ PUBLISHED: dict[str, Published] = {
                                         "~2,700–3,000)", (5, 6, 7, 4, 8, 9, 10, 11)),
     "letter_symbolic_1_11": Published(PAPER_B, "figure 2C", "letter model: layers 1–11 become pure symbolic, and no "
                                       "layer pure positional", tuple(range(1, 12))),
+    "purity_gamma": Published(PAPER_B, "figure 7", "the cumulative counts of pure heads keep their shape for "
+                              "γ = 0.1 and γ = 0.05 (a small shift)"),
+    "pure_before_convergence": Published(PAPER_B, "figure 2A–C (timing)", "accuracy converges only once the "
+                                         "heads have become pure"),
+    "entropy_at_init": Published(PAPER_B, "§3.1", "attention entropy is high at initialisation"),
     "frequency_id_number": Published(PAPER_B, "table 1 (figure 8 per plane)", "number model, frequency ID per "
                                      "layer: fast planes in the positional layers 0–4, slow planes from layer 5",
                                      PAPER_B_FREQUENCY_ID["number"]),
@@ -105,11 +120,18 @@ PUBLISHED: dict[str, Published] = {
                              "Retrieval (symbolic) exactly up to a length n0"),
     "theorem_3_2": Published(PAPER_B, "theorem 3.2", "the discrepancy of those constructions lies between "
                              "closed-form bounds"),
+    "figure_5a": Published(PAPER_B, "figure 5A", "Theorem 3.2's bounds for n ≤ 100 at the angles of each trained "
+                           "model's second layer: θ₂ = 0.8 (Index, frequency ID 2) falls towards 0, θ₄₂ = 0.0027 with "
+                           "|ALPH| = 8 (Retrieval, frequency ID 42) stays bounded away from 0",
+                           {"index": (0.8, 2), "retrieval": (0.0027, 42)}),
     "index_fast": Published(PAPER_A, "canonical tasks, gated training", "Index needs rotating (fast) planes"),
     "retrieval_slow": Published(PAPER_A, "canonical tasks, gated training", "Retrieval is solved from slow or zero "
                                 "frequencies"),
     "induction_both": Published(PAPER_A, "canonical tasks, gated training", "partial induction needs rotating and "
                                 "static planes together"),
+    "llm_table_3": Published(PAPER_B, "table 3", "frontier LLMs on the 1-hop tasks: the number task collapses by "
+                             "windows of 32–100 items while the letter task holds (GPT 5.4: number 0.98 at 12, 0.08 at "
+                             "100; letter 0.96 at 12, 0.85 at 100)", PAPER_B_TABLE_3),
     "llm_early_late": Published(PAPER_A, "gemma-2-2b-it analysis", "median positional score is higher in the first "
                                 "half of the layers than in the second", (0.83, 0.56)),
     "llm_correlation": Published(PAPER_A, "gemma-2-2b-it analysis", "positional and symbolic scores are "
