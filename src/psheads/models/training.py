@@ -379,9 +379,9 @@ def parameter_groups(model: torch.nn.Module, config: TrainConfig) -> list[dict]:
         return [{"params": list(model.parameters())}]
     norms = {id(p) for module in model.modules() if isinstance(module, torch.nn.LayerNorm)
              for p in module.parameters(recurse=False)}
-    named = list(model.named_parameters())
-    spared = [p for name, p in named if id(p) in norms or name.endswith("bias")]
-    decayed = [p for name, p in named if not (id(p) in norms or name.endswith("bias"))]
+    decayed, spared = [], []
+    for name, p in model.named_parameters():
+        (spared if id(p) in norms or name.endswith("bias") else decayed).append(p)
     return [{"params": decayed}, {"params": spared, "weight_decay": 0.0}]
 
 

@@ -874,7 +874,7 @@ def llm_section(runs: list[Run], config: ReportConfig) -> Section:
                       "scripts/llm_tasks.py), and paper A's analysis on Gemma 3 270M (the analysis example: swap "
                       "score, natural-text prompts). Different and much smaller models than the papers', so "
                       "agreement in direction is what can be asked.")
-    section.claims.append(_llm_table_3(config, section))
+    section.claims.append(_llm_table_3(config))
     summary = _stored(config.data_folder, "gemma_summary.csv", section)
     correlation = _stored(config.data_folder, "gemma_correlation.csv", section)
     scores = _stored(config.data_folder, "gemma_scores.csv", section)
@@ -937,7 +937,7 @@ def llm_pattern_verdict(table: pd.DataFrame) -> tuple[Verdict, str]:
                      f"{float(number['accuracy']):.2f} at {LLM_WINDOW}")
 
 
-def _llm_table_3(config: ReportConfig, section: Section) -> Claim:
+def _llm_table_3(config: ReportConfig) -> Claim:
     results = []
     for model, name in LLM_TASK_TABLES.items():
         path = config.data_folder / name
