@@ -36,11 +36,16 @@ def built(torch_threads) -> report.Report:
 def test_report_measures_every_claim(built: report.Report) -> None:
     summary = built.summary()
     assert set(summary["verdict"]) <= set(report.VERDICT_COLORS)
-    assert [s.key for s in built.sections] == ["learning", "frequency", "length", "theory", "canonical", "llm",
-                                               "seeds"]
-    quoted = [c.published.claim for s in built.sections for c in s.claims]
+    assert [s.key for s in built.sections] == ["learning", "frequency", "length", "recipe", "theory", "canonical",
+                                               "llm", "seeds"]
+    quoted = [c.published.claim for s in built.sections if s.key != "recipe" for c in s.claims]
     assert sorted(quoted) == sorted(p.claim for p in PUBLISHED.values())  # every published result, once
-    assert len(summary) == len(PUBLISHED)
+    # the recipe section measures the length and placement claims again on paper B's own recipe
+    again = [c for s in built.sections if s.key == "recipe" for c in s.claims]
+    assert {c.published.claim for c in again} == {PUBLISHED[key].claim for key in (
+        "letter_length", "number_length", "number_positional_l0_l3", "number_symbolic_l4_l11", "letter_symbolic_1_11")}
+    assert all(c.measured.startswith("paper B's recipe") for c in again)
+    assert len(summary) == len(PUBLISHED) + len(again)
     assert (summary["verdict"] != "not measured").all()  # the repository holds every stored table
 
 
@@ -272,3 +277,41 @@ def test_figure_5a_curves_and_rule() -> None:
     assert report.figure_5a_verdict({"number": 1}, published) == "not measured"
     with pytest.raises(ValueError, match="construction, n and upper"):
         psheads.plotting.theorem_bounds(pd.DataFrame())
+
+
+def _recipe_cell(folder: Path, stem: str, curve: dict[int, float] | None) -> None:
+    """A copy of a stored cell of scripts/train_paper_b.py with its length curve replaced (None: a
+    cell still running, without its length table)."""
+    stored = report.ReportConfig().data_folder / report.RECIPE_FOLDER
+    for suffix in ("_run.json", "_dynamics.csv"):
+        (folder / f"{stem}{suffix}").write_text((stored / f"{stem}{suffix}").read_text())
+    if curve is not None:
+        rows = [{"length": length, "hops": "all", "accuracy": accuracy, "n": 128, "checkpoint": checkpoint, "step": 1}
+                for checkpoint in ("best", "final") for length, accuracy in curve.items()]
+        pd.DataFrame(rows).to_csv(folder / f"{stem}_lengthgen.csv", index=False)
+
+
+def test_the_recipe_section_applies_the_length_rules_to_finished_cells(tmp_path: Path) -> None:
+    folder = tmp_path / report.RECIPE_FOLDER
+    folder.mkdir()
+    reach_850 = {17: 1.0, 200: 1.0, 850: 0.95, 1000: 0.5}
+    _recipe_cell(folder, "letter_paper-b_seed0", reach_850)
+    _recipe_cell(folder, "letter_psheads-sampling_seed0", {17: 1.0, 200: 0.95, 850: 0.3, 1000: 0.2})
+    _recipe_cell(folder, "number_paper-b_seed0", {17: 1.0, 200: 0.64, 1000: 0.2})
+    _recipe_cell(folder, "letter_gelu-new_seed0", None)  # not finished: not read
+    section = report.recipe_section([], report.ReportConfig(data=tmp_path))
+    cells = dict(section.tables)[next(iter(dict(section.tables)))]
+    assert sorted(cells["variant"]) == ["paper-b", "paper-b", "psheads-sampling"]
+    verdicts = {c.published.claim: c.verdict for c in section.claims}
+    assert verdicts[PUBLISHED["letter_length"].claim] == "reproduces"
+    assert verdicts[PUBLISHED["number_length"].claim] == "reproduces"
+    notes = " ".join(section.notes)
+    assert "-0.65 (psheads-sampling)" in notes and "Beyond the whole recipe's spread over its 1 seeds (0.00): " \
+        "psheads-sampling" in notes
+    # a letter model that stays ready only to 145 tokens, against 850, does not reproduce
+    _recipe_cell(folder, "letter_paper-b_seed0", {17: 1.0, 145: 0.95, 200: 0.5, 1000: 0.2})
+    section = report.recipe_section([], report.ReportConfig(data=tmp_path))
+    assert {c.published.claim: c.verdict for c in section.claims}[PUBLISHED["letter_length"].claim] == \
+        "does not reproduce"
+    empty = report.recipe_section([], report.ReportConfig(data=tmp_path / "none"))
+    assert not empty.claims and "No finished cell" in empty.notes[0]

@@ -170,7 +170,7 @@ def retrained(folder: Path, task: str, progress: bool | None, recipe: Any = None
         folder: the runs' folder.
         task: ``"number"`` or ``"letter"``.
         progress: training progress bar.
-        recipe: a ``psheads.TrainConfig`` (default: paper B's recipe, as the shipped models).
+        recipe: a ``psheads.TrainConfig`` (default: psheads' recipe, as the shipped models).
     """
     from psheads.models import checkpoints, training, zoo
     from psheads.tasks import get_task
@@ -695,6 +695,128 @@ def number_length_verdict(measured: dict[int, float | None], published: dict[int
     return "reproduces" if all(close) else "partly" if any(close) else "does not reproduce"
 
 
+# --------------------------------------------------------------------------------- paper B's recipe
+
+
+RECIPE_FOLDER = "paper_b"
+"""Where ``scripts/train_paper_b.py`` stores its cells' tables, under the data folder."""
+RECIPE = "paper-b"
+"""The cell variant that is paper B's whole recipe; the other variants switch one part back."""
+RECIPE_LENGTHS = (200, 850, 1000)
+"""The lengths paper B's figure 5B is read at."""
+
+
+def recipe_cells(folder: Path) -> pd.DataFrame:
+    """One row per stored cell of ``scripts/train_paper_b.py``: recipe variant, seed, device, the
+    best-validation and final steps and, for each of the two checkpoints, the reach (≥ 90%) and
+    the accuracy at ``RECIPE_LENGTHS``; the pure layers at the last checkpoint."""
+    rows = []
+    for path in sorted(folder.glob("*_run.json")):
+        stem = path.name.removesuffix("_run.json")
+        curves = folder / f"{stem}_lengthgen.csv"
+        if not curves.is_file():  # a cell still running: its length table is written last
+            continue
+        record = json.loads(path.read_text())
+        curve, dynamics = pd.read_csv(curves), schema.ordered_labels(pd.read_csv(folder / f"{stem}_dynamics.csv"))
+        row = {"task": record["task"], "variant": record["variant"], "seed": record["training"]["seed"],
+               "device": record["machine"].get("device", "cpu"), "best step": record["best_step"],
+               "final step": record["final_step"]}
+        for checkpoint in ("best", "final"):
+            part = curve[curve["checkpoint"] == checkpoint]
+            row[f"≥ 90% up to ({checkpoint})"] = analysis.longest_ready(part)
+            row.update({f"at {length} ({checkpoint})": analysis.accuracy_at(part, length) for length in RECIPE_LENGTHS})
+        row["pure positional layers"] = layer_text(analysis.pure_layers(dynamics, "positional"))
+        row["pure symbolic layers"] = layer_text(analysis.pure_layers(dynamics, "symbolic"))
+        rows.append(row | {"_dynamics": dynamics, "_curve": curve})
+    return pd.DataFrame(rows)
+
+
+def _recipe_claims(cells: pd.DataFrame) -> list[Claim]:
+    """Letter reach, number length and head placement of the paper-recipe runs (best checkpoints)."""
+    recipe = cells[cells["variant"] == RECIPE]
+    letter, number = (recipe[recipe["task"] == task] for task in ("letter", "number"))
+    claims = []
+    target = PUBLISHED["letter_length"].value
+    if len(letter):
+        reach = [value or 0 for value in letter["≥ 90% up to (best)"]]
+        final = [value or 0 for value in letter["≥ 90% up to (final)"]]
+        claims.append(Claim(
+            PUBLISHED["letter_length"],
+            f"paper B's recipe, seeds {', '.join(map(str, letter['seed']))}: letter ≥ 90% up to "
+            f"{', '.join(map(str, reach))} tokens at the best-validation checkpoint, {', '.join(map(str, final))} at "
+            f"the final one",
+            letter_length_verdict(int(np.median(reach)), target),
+            f"The rule of the length section applied to the median seed's best-validation checkpoint (the one paper "
+            f"B's Trainer keeps): within a factor {LETTER_LENGTH_BANDS[0]:g} of {target} tokens reproduces, within "
+            f"{LETTER_LENGTH_BANDS[1]:g} partly."))
+    published = PUBLISHED["number_length"].value
+    if len(number):
+        measured = {length: float(np.median(number[f"at {length} (best)"])) for length in published}
+        claims.append(Claim(
+            PUBLISHED["number_length"],
+            f"paper B's recipe, seeds {', '.join(map(str, number['seed']))}: number accuracy "
+            + "; ".join(f"{', '.join(f'{v:.3f}' for v in number[f'at {length} (best)'])} at {length} tokens"
+                        for length in published) + " (best-validation checkpoints)",
+            number_length_verdict(measured, published),
+            f"The rule of the length section (±{NUMBER_LENGTH_TOLERANCE} at each length) on the median over seeds."))
+    runs = [Run(row["task"], int(row["seed"]), row["_dynamics"], pd.DataFrame()) for row in recipe.to_dict("records")]
+    if runs:
+        claims.extend(Claim(c.published, "paper B's recipe: " + c.measured, c.verdict, c.reason) for c in _placement(runs))
+    return claims
+
+
+def _ablation_notes(cells: pd.DataFrame) -> list[str]:
+    """Per letter ablation (seed 0): the change at 850 tokens against the whole recipe, beside the
+    seed-to-seed spread of the whole recipe."""
+    letter = cells[cells["task"] == "letter"]
+    recipe = letter[letter["variant"] == RECIPE]
+    base = recipe[recipe["seed"] == 0]
+    if base.empty:
+        return []
+    notes = []
+    for checkpoint in ("best", "final"):
+        column = f"at 850 ({checkpoint})"
+        reference = float(base[column].iloc[0])
+        changes = {row["variant"]: float(row[column]) - reference
+                   for row in letter[(letter["seed"] == 0) & (letter["variant"] != RECIPE)].to_dict("records")}
+        if not changes:
+            continue
+        spread = float(recipe[column].max() - recipe[column].min())
+        beyond = [name for name, change in changes.items() if abs(change) > spread]
+        notes.append(f"Letter accuracy at 850 tokens, {checkpoint} checkpoint, seed 0: {reference:.2f} with the whole "
+                     "recipe; switching one part back changes it by "
+                     + ", ".join(f"{change:+.2f} ({name})" for name, change in changes.items())
+                     + f". Beyond the whole recipe's spread over its {len(recipe)} seeds ({spread:.2f}): "
+                     + (", ".join(beyond) if beyond else "none") + ".")
+    return notes
+
+
+def recipe_section(runs: list[Run], config: ReportConfig) -> Section:
+    section = Section("recipe", "Paper B's own training recipe and its ablations (paper B, figures 2 and 5B)",
+                      "Models trained by scripts/train_paper_b.py with TrainConfig.paper_b() and the letter task's "
+                      "paper-b sampling (gradient clipping, no decay on biases and LayerNorm, a fixed set of 432,000 "
+                      "prompts, the best-validation checkpoint, exact GELU), and with one part switched back at a time. "
+                      "Each model's length curve: 128 prompts per length, hop counts 1–4 in equal shares.")
+    folder = config.data_folder / RECIPE_FOLDER
+    cells = recipe_cells(folder) if folder.is_dir() else pd.DataFrame()
+    if cells.empty:
+        section.notes.append(f"No finished cell of scripts/train_paper_b.py in {folder}; nothing is measured here.")
+        return section
+    shown = [column for column in cells.columns if not column.startswith("_")]
+    section.tables.append(("Per cell: checkpoints, reach and accuracy at paper B's lengths, pure layers",
+                           cells[shown].round(3)))
+    recipe = cells[cells["variant"] == RECIPE]
+    curves = pd.concat([row["_curve"][row["_curve"]["checkpoint"] == "best"].assign(model=f"{row['task']} seed {row['seed']}")
+                        for row in recipe.to_dict("records")], ignore_index=True)
+    section.figures.append(("Paper B's recipe: accuracy against prompt length (best-validation checkpoints)",
+                            plotting.accuracy_vs_length(curves[["model", "length", "hops", "accuracy", "n"]])))
+    section.claims.extend(_recipe_claims(cells))
+    section.notes.extend(_ablation_notes(cells))
+    devices = sorted(set(cells["device"]))
+    section.notes.append(f"Trained on: {', '.join(devices)} (fp32 throughout).")
+    return section
+
+
 # ---------------------------------------------------------------------------------------- theory
 
 
@@ -955,7 +1077,7 @@ def _llm_table_3(config: ReportConfig) -> Claim:
 
 
 SECTIONS: tuple[Callable[[list[Run], ReportConfig], Section], ...] = (
-    learning_section, frequency_section, length_section, theory_section, canonical_section, llm_section,
+    learning_section, frequency_section, length_section, recipe_section, theory_section, canonical_section, llm_section,
     seeds_section,
 )
 """The report's sections, in order: each builds one ``Section`` from the runs and the config."""
