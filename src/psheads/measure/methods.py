@@ -200,9 +200,9 @@ def make_blocks(n_swappable: int, block_size: int) -> Int[Tensor, "block size"]:
     return torch.arange(n_blocks * block_size).reshape(n_blocks, block_size)
 
 
-def block_pairs(n_blocks: int) -> Int[Tensor, "pair 2"]:
-    """All pairs ``(i, j)``, ``i < j``, in lexicographic order."""
-    return torch.combinations(torch.arange(n_blocks), r=2).reshape(-1, 2)
+def block_pairs(n_blocks: int, device: torch.device | str = "cpu") -> Int[Tensor, "pair 2"]:
+    """All pairs ``(i, j)``, ``i < j``, in lexicographic order, on ``device``."""
+    return torch.combinations(torch.arange(n_blocks, device=device), r=2).reshape(-1, 2)
 
 
 def block_attention(logits: KeyLogits, block_size: int) -> Float[Tensor, "*lead block"]:
@@ -266,7 +266,8 @@ def swap_scores(logits: KeyLogits, block_size: int, tau: float) -> tuple[Float[T
     d_blocks = block_attention(logits, block_size).flatten(0, -2)  # [L, nb]
     threshold = skip_threshold(d_blocks, tau)[:, None]
     spread = d_blocks.amax(-1) - d_blocks.amin(-1)
-    sums = torch.zeros(3, len(d_blocks), dtype=torch.float64)  # Σ α·cos_pos, Σ α·cos_sym, Σ α
+    device = d_blocks.device  # everything runs where the logits are (the model's device)
+    sums = torch.zeros(3, len(d_blocks), dtype=torch.float64, device=device)  # Σ α·cos_pos, Σ α·cos_sym, Σ α
 
     def weighted(x: Tensor, y: Tensor, d_i: Tensor, d_j: Tensor, spread: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """``(α·cos_pos, α·cos_sym, α)`` of pairs with block logits ``x``, ``y`` and masses ``d_i``, ``d_j``."""
@@ -280,9 +281,9 @@ def swap_scores(logits: KeyLogits, block_size: int, tau: float) -> tuple[Float[T
             sums[row].index_add_(0, lead, value)
 
     if logits.small_matrix is not None:  # the pairs that carry weight, straight from M
-        pairs = block_pairs(d_blocks.shape[-1])
+        pairs = block_pairs(d_blocks.shape[-1], device)
         whole = logits.small_matrix.flatten(0, -3)
-        offsets = torch.arange(block_size)
+        offsets = torch.arange(block_size, device=device)
         step = max(1, engine.CHUNK_BYTES // (8 * 8 * max(1, len(pairs))))
         for first in range(0, len(whole), step):
             part = slice(first, first + step)
@@ -308,12 +309,13 @@ def _heavy_rows(flat: KeyLogits, d_blocks: Tensor, threshold: Tensor, block_size
     """Tiles ``(M[rows, cols], M[cols, rows]ᵀ, d_rows, d_cols, keep)`` over the rows of the blocks
     that have partners, rows heaviest first, columns the lighter blocks in rank order."""
     n_lead, n_blocks = d_blocks.shape
+    device = d_blocks.device
     ordered, order = d_blocks.sort(dim=-1)  # ascending mass
-    ranks = torch.arange(n_blocks)
+    ranks = torch.arange(n_blocks, device=device)
     partners = torch.searchsorted(ordered, (ordered - threshold[:, None].clamp_min(0)).contiguous(), right=True)
     partners = torch.minimum(partners, ranks)  # lighter partners of each rank: ranks 0 … partners − 1
     heavy = ranks.flip(0)[: int((partners > 0).sum(-1).max())]  # ranks with partners, heaviest first
-    offsets, lead = torch.arange(block_size), torch.arange(n_lead)[:, None]
+    offsets, lead = torch.arange(block_size, device=device), torch.arange(n_lead, device=device)[:, None]
     tile = max(1, engine.CHUNK_BYTES // (8 * 12 * n_lead * block_size**2 * max(1, int(partners.max()))))
     for first in range(0, len(heavy), tile):
         rows = heavy[first : first + tile]
@@ -324,7 +326,7 @@ def _heavy_rows(flat: KeyLogits, d_blocks: Tensor, threshold: Tensor, block_size
         p_cols, t_cols = _gather_rows(flat.positions, lead, col_pos), flat.tokens[lead, col_pos]
         x = geometry.soft_cap(p_rows @ t_cols.transpose(-1, -2), flat.softcap)  # M[rows, cols]
         y = geometry.soft_cap(p_cols @ t_rows.transpose(-1, -2), flat.softcap).transpose(-1, -2)  # M[cols, rows]ᵀ
-        keep = torch.arange(width) < partners[:, rows, None]  # [L, t, w]
+        keep = torch.arange(width, device=device) < partners[:, rows, None]  # [L, t, w]
         yield x, y, ordered[:, rows, None], ordered[:, None, :width], keep
 
 
@@ -367,14 +369,14 @@ def swap_attention_detail(logits: KeyLogits, block_size: int, tau: float) -> Swa
                        (other - shift).exp()])  # blocks, then every unmoved key
     total = units.sum()
     d_base = units[:n_blocks] / total
-    pairs = block_pairs(n_blocks)
+    pairs = block_pairs(n_blocks, lam.device)
     i, j = pairs[:, 0], pairs[:, 1]
-    offsets = torch.arange(block_size)
+    offsets = torch.arange(block_size, device=lam.device)
     M = logits.matrix()
     x = M[i[:, None] * block_size + offsets, j[:, None] * block_size + offsets]
     y = M[j[:, None] * block_size + offsets, i[:, None] * block_size + offsets]
     top = units.topk(2).indices.tolist()
-    keep = torch.ones(len(units), dtype=torch.bool)
+    keep = torch.ones(len(units), dtype=torch.bool, device=units.device)
     keep[top[0]] = False
     rest_1 = units[keep].sum()  # all but the heaviest unit, summed directly
     keep[top[1]] = False
