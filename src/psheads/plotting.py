@@ -26,7 +26,7 @@ __all__ = [
     "LAYER_COLORSCALE", "TEMPLATE", "accuracy_by_band", "accuracy_by_hops", "accuracy_under_ablation",
     "accuracy_vs_length", "attention_under_swap", "discrepancy_vs_length", "frequency_curves", "frequency_scores",
     "frequency_usage", "layer_colors", "layer_distributions", "learning_dynamics", "local_global",
-    "pure_head_counts", "score_correlation", "score_heatmap", "score_plane", "theorem_bounds",
+    "plane_logits", "pure_head_counts", "score_correlation", "score_heatmap", "score_plane", "theorem_bounds",
 ]
 
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -779,6 +779,36 @@ def theorem_bounds(frame: pd.DataFrame) -> go.Figure:
     figure.add_hline(y=0, line={"color": "#888888", "dash": "dot", "width": 1})
     return _style(figure, xaxis_title="n (distance from the query to the farthest key)",
                   yaxis_title="bound on the discrepancy Δ(n)", legend_title="Theorem 3.2")
+
+
+def plane_logits(frame: pd.DataFrame) -> go.Figure:
+    """One RoPE plane's logits against the key's distance from the query: points per prompt, and
+    each prompt's fitted curve as a line of the same colour (paper B, figure 4B–C).
+
+    Args:
+        frame: ``prompt, offset, logit`` and optionally ``fit``, such as the report's layer-1
+            geometry of the number model.
+
+    Raises:
+        ValueError: missing columns or no rows.
+    """
+    if not isinstance(frame, pd.DataFrame) or not {"prompt", "offset", "logit"} <= set(frame.columns) or frame.empty:
+        raise ValueError("plane_logits needs a non-empty DataFrame with the columns prompt, offset and logit "
+                         "(optionally fit).")
+    figure = go.Figure()
+    for index, (prompt, rows) in enumerate(frame.groupby("prompt", sort=True)):
+        rows = rows.sort_values("offset")
+        color = _PALETTE[index % len(_PALETTE)]
+        figure.add_trace(go.Scatter(x=rows["offset"], y=rows["logit"], mode="markers", name=f"prompt {prompt}",
+                                    legendgroup=str(prompt), marker={"color": color, "size": 6},
+                                    hovertemplate="distance %{x}: %{y:.3g}<extra>prompt " + str(prompt) + "</extra>"))
+        if "fit" in rows:
+            figure.add_trace(go.Scatter(x=rows["offset"], y=rows["fit"], mode="lines", showlegend=False,
+                                        legendgroup=str(prompt), line={"color": color, "width": 1},
+                                        hovertemplate="fit at %{x}: %{y:.3g}<extra>prompt " + str(prompt) + "</extra>"))
+    figure.add_hline(y=0, line={"color": "#888888", "dash": "dot", "width": 1})
+    return _style(figure, xaxis_title="distance from the query to the key (positions)",
+                  yaxis_title="the plane's logit", legend_title="prompt")
 
 
 def accuracy_under_ablation(frame: pd.DataFrame) -> go.Figure:

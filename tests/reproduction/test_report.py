@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 import psheads
 from psheads.reproduction import report
@@ -315,3 +316,56 @@ def test_the_recipe_section_applies_the_length_rules_to_finished_cells(tmp_path:
         "does not reproduce"
     empty = report.recipe_section([], report.ReportConfig(data=tmp_path / "none"))
     assert not empty.claims and "No finished cell" in empty.notes[0]
+
+
+def test_the_plane_fit_finds_aligned_keys_and_where_the_query_points() -> None:
+    theta, offsets = 0.8, torch.arange(16, -1, -1, dtype=torch.float64)  # keys 0 … 16, query at 16
+    aligned = 3.0 * torch.cos((offsets - 2) * theta)  # every key alike: one sinusoid peaking at distance 2
+    noise = torch.randn(2, 17, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    r2, peak, fitted = report.plane_fit(torch.stack([aligned, noise[0]]), theta)
+    assert r2[0] == pytest.approx(1.0) and peak[0] == pytest.approx(2.0) and torch.allclose(fitted[0], aligned)
+    assert r2[1] < 0.5  # token-dependent keys: no single sinusoid
+    published = {"plane": 2, "distance": 2}
+    assert report.geometry_verdict(1, 0.95, 2.2, published) == "reproduces"
+    assert report.geometry_verdict(1, 0.95, 2.77, published) == "partly"  # points at 3, not 2
+    assert report.geometry_verdict(1, 0.3, 2.77, published) == "does not reproduce"
+    assert report.geometry_verdict(11, 0.99, 2.0, published) == "does not reproduce"  # a plane 9 IDs away
+
+
+def test_the_decay_rule_follows_the_bound_and_fails_the_reverse() -> None:
+    lengths = [17, 33, 65, 145, 289]
+    follows = pd.DataFrame([{"model": model, "length": length, "hops": "all", "accuracy": accuracy}
+                            for model, values in (("number", [1.0, 0.9, 0.5, 0.3, 0.2]),
+                                                  ("letter", [1.0, 1.0, 0.99, 0.96, 0.7]))
+                            for length, accuracy in zip(lengths, values)])
+    points = report.decay_points(follows)
+    assert sorted(points["length"].unique()) == [17, 33, 65, 145]  # 289 is past the Retrieval bound's range
+    verdict, rho = report.decay_verdict(points)
+    assert verdict in ("reproduces", "partly") and rho > 0.5
+    reverse = follows.assign(model=follows["model"].map({"number": "letter", "letter": "number"}))
+    assert report.decay_verdict(report.decay_points(reverse))[0] == "does not reproduce"  # number generalises better
+    assert report.decay_verdict(points.head(4))[0] == "not measured"
+    assert report.decay_verdict(points.assign(accuracy=1.0))[0] == "inconclusive"
+
+
+def test_the_index_flow_follows_the_hops_and_its_rule_fails_what_it_should() -> None:
+    number = psheads.load_pretrained("number")
+    from psheads.tasks import checked_batch
+
+    batch = checked_batch(number.task, 8, seed=2)
+    flow = report.index_flow(number.model, number.task, batch.tokens)
+    assert flow.groupby("prompt")["step"].max().tolist() == batch.hops.tolist()  # every hop of every prompt
+    assert sorted(flow["layer"].unique()) == list(range(12)) and flow["attention"].between(0, 1).all()
+    published = {"last_step": (0,), "index": (1, 2), "propagate": (3,)}
+
+    def made(values: dict[int, tuple[float, float]]) -> pd.DataFrame:  # layer → (last hop, other hops)
+        return pd.DataFrame([{"prompt": 0, "hops": 2, "step": step, "from_end": 3 - step, "layer": layer,
+                              "attention": values[layer][0] if step == 2 else values[layer][1]}
+                             for step in (1, 2) for layer in values])
+
+    ideal = {0: (0.9, 0.1), 1: (0.9, 0.9), 2: (0.8, 0.7), 3: (0.2, 0.1)}
+    assert report.index_flow_verdict(made(ideal), published) == ("reproduces", [])
+    verdict, failed = report.index_flow_verdict(made({**ideal, 3: (0.6, 0.1)}), published)
+    assert verdict == "partly" and failed == ["layers 3 still follow Index hops"]
+    assert report.index_flow_verdict(made({**ideal, 0: (0.9, 0.9), 2: (0.8, 0.2)}), published)[0] == "does not reproduce"
+    assert report.index_flow_verdict(flow.head(0), published)[0] == "not measured"

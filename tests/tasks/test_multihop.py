@@ -156,3 +156,14 @@ def test_registry_and_a_custom_task() -> None:
             tasks.get_task("not-a-task-test")
     finally:
         tasks.base._REGISTRY.pop("not-a-task-test")
+
+
+def test_the_number_hop_path_runs_from_the_query_to_the_answer() -> None:
+    task = NumberTask()
+    batch = task.generate(64, seed=5)
+    for row, hops, answer in zip(batch.tokens, batch.hops.tolist(), batch.answer_positions.tolist()):
+        path = task.hop_path(row)
+        assert path[0] == len(row) - 1 and path[-1] == answer and len(path) == hops + 1
+        assert path == sorted(path, reverse=True)
+    with pytest.raises(ValueError, match="leaves the prompt"):
+        task.hop_path(torch.tensor([task.n_symbols + 5]))  # the integer 6 at position 0

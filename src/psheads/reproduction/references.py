@@ -98,6 +98,10 @@ PUBLISHED: dict[str, Published] = {
                                         "~2,700–3,000)", (5, 6, 7, 4, 8, 9, 10, 11)),
     "letter_symbolic_1_11": Published(PAPER_B, "figure 2C", "letter model: layers 1–11 become pure symbolic, and no "
                                       "layer pure positional", tuple(range(1, 12))),
+    "index_flow": Published(PAPER_B, "§3.2, figure 3A and listing 1", "the number model computes Reflexive ∘ "
+                            "Index^h: layer 0 at the last integer of the path attends to the answer's symbol and "
+                            "copies it, the positional layers follow the Index hops, and the later layers only "
+                            "propagate", {"last_step": (0,), "index": (1, 2, 3), "propagate": tuple(range(4, 12))}),
     "purity_gamma": Published(PAPER_B, "figure 7", "the cumulative counts of pure heads keep their shape for "
                               "γ = 0.1 and γ = 0.05 (a small shift)"),
     "pure_before_convergence": Published(PAPER_B, "figure 2A–C (timing)", "accuracy converges only once the "
@@ -114,12 +118,20 @@ PUBLISHED: dict[str, Published] = {
     "number_length": Published(PAPER_B, "figure 5B (read from the plot)", "the number model barely generalises "
                                "beyond its training length: accuracy ≈0.64 at 200 tokens and ≈0.2 at 1,000",
                                {200: 0.64, 1000: 0.2}),
+    "theory_decay": Published(PAPER_B, "§3.6 (figure 5A against 5B)", "the qualitative patterns of decay in the "
+                              "trained models' length generalization closely resemble Theorem 3.2's bounds at their "
+                              "angles"),
     "margins": Published(PAPER_B, "figure 5", "positional heads' discrepancy shrinks to zero with length, symbolic "
                          "heads' stays positive"),
     "theorem_3_1": Published(PAPER_B, "theorem 3.1", "one head on one RoPE plane solves Index (positional) and "
                              "Retrieval (symbolic) exactly up to a length n0"),
     "theorem_3_2": Published(PAPER_B, "theorem 3.2", "the discrepancy of those constructions lies between "
                              "closed-form bounds"),
+    "layer_1_geometry": Published(PAPER_B, "figure 4B–C (with figure 3A's distance)", "number model, layer 1: on its "
+                                  "dominant plane (figure 4C's ID 1 by the per-plane maximum logit; that figure counts "
+                                  "from 0, so psheads' plane 2) the keys are aligned and the query is rotated onto the "
+                                  "key at the target position (distance 2 at the last token, figure 3A), as in "
+                                  "Theorem 3.1's Index construction", {"plane": 2, "distance": 2}),
     "figure_5a": Published(PAPER_B, "figure 5A", "Theorem 3.2's bounds for n ≤ 100 at the angles of each trained "
                            "model's second layer: θ₂ = 0.8 (Index, frequency ID 2) falls towards 0, θ₄₂ = 0.0027 with "
                            "|ALPH| = 8 (Retrieval, frequency ID 42) stays bounded away from 0",

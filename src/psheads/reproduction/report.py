@@ -28,6 +28,9 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import torch
+from jaxtyping import Float
+from torch import Tensor
 
 import psheads
 from psheads import plotting
@@ -330,6 +333,7 @@ def learning_section(runs: list[Run], config: ReportConfig) -> Section:
                       "shipped model; other seeds are stored tables.")
     section.claims.extend(_learning_order(runs))
     section.claims.extend(_placement(runs))
+    section.claims.append(_index_flow(runs, config, section))
     section.claims.append(_gamma_robustness(runs, section))
     section.claims.append(_pure_before_convergence(runs))
     section.claims.append(_entropy_at_init(runs, config, section))
@@ -343,6 +347,87 @@ def learning_section(runs: list[Run], config: ReportConfig) -> Section:
         section.figures.append((f"{run.task}: pure heads over training", plotting.pure_head_counts(run.dynamics)))
         section.figures.append(_swap_example(run))
     return section
+
+
+FOLLOWS = 0.5
+"""A layer follows an Index hop (position p to p − v) when, at p, it puts at least half its
+attention on p − v (mean over prompts)."""
+
+
+def index_flow(model: Any, task: Any, tokens: Any) -> pd.DataFrame:
+    """Each layer's attention along every Index hop of number-task prompts: at each position the
+    path visits (``NumberTask.hop_path``), the attention on the position its integer points to.
+
+    Returns one row per prompt, hop and layer: ``prompt, hops, step`` (1 at the query),
+    ``from_end`` (1 for the hop into the answer's symbol), ``layer, attention`` (head 0's; the
+    paper's models have one head per layer). One forward per query position.
+    """
+    lens = psheads.RopeLens(model)
+    tokens = torch.as_tensor(tokens)
+    paths = [task.hop_path(row) for row in tokens]
+    rows = []
+    for query in range(tokens.shape[1]):
+        hops = [(prompt, step, path) for prompt, path in enumerate(paths)
+                for step, position in enumerate(path[:-1]) if position == query]
+        if not hops:
+            continue
+        for layer, planes in lens.frequency_logits_by_layer(tokens, None, query):
+            attention = torch.softmax(planes[:, 0].sum(1), dim=-1)  # [prompt, key]
+            rows += [{"prompt": prompt, "hops": len(path) - 1, "step": step + 1, "from_end": len(path) - 1 - step,
+                      "layer": layer, "attention": float(attention[prompt, path[step + 1]])}
+                     for prompt, step, path in hops]
+    return pd.DataFrame(rows).sort_values(["prompt", "step", "layer"], ignore_index=True)
+
+
+def index_flow_verdict(flow: pd.DataFrame, published: dict[str, tuple[int, ...]]) -> tuple[Verdict, list[str]]:
+    """Figure 3A's rule on ``index_flow``: (a) the ``last_step`` layers follow the hop into the
+    answer's symbol and no other hop, (b) the ``index`` layers follow every hop, (c) the
+    ``propagate`` layers follow none (each at ``FOLLOWS``, mean over prompts per hop and layer).
+    All three reproduce, two partly. Returns the verdict and what failed."""
+    if flow.empty:
+        return "not measured", ["no Index hop"]
+    mean = flow.groupby(["hops", "step", "from_end", "layer"])["attention"].mean().reset_index()
+    follows = mean.assign(follows=mean["attention"] >= FOLLOWS)
+    last = follows[follows["layer"].isin(published["last_step"])]
+    failed = []
+    if not (last.loc[last["from_end"] == 1, "follows"].all() and not last.loc[last["from_end"] > 1, "follows"].any()):
+        failed.append("layers " + layer_text(list(published["last_step"])) + " do not follow the last hop alone")
+    index = follows[follows["layer"].isin(published["index"])]
+    if not index["follows"].all():
+        failed.append("layers " + layer_text(sorted(index.loc[~index["follows"], "layer"].unique())) +
+                      " miss an Index hop")
+    late = follows[follows["layer"].isin(published["propagate"]) & follows["follows"]]
+    if len(late):
+        failed.append("layers " + layer_text(sorted(late["layer"].unique())) + " still follow Index hops")
+    verdict: Verdict = "reproduces" if not failed else "partly" if len(failed) == 1 else "does not reproduce"
+    return verdict, failed
+
+
+def _index_flow(runs: list[Run], config: ReportConfig, section: Section) -> Claim:
+    from psheads.tasks import checked_batch
+
+    run = next((run for run in runs if run.task == "number" and run.shipped is not None), None)
+    if run is None:
+        return _not_measured("index_flow", "no number model")
+    published = PUBLISHED["index_flow"].value
+    tokens = checked_batch(run.shipped.task, config.prompts, seed=config.seed).tokens
+    flow = index_flow(run.shipped.model, run.shipped.task, tokens)
+    table = flow.groupby(["hops", "step", "layer"])["attention"].mean().unstack("layer").round(3).reset_index()
+    section.tables.append(("Figure 3A: number model, mean attention along each Index hop (rows: hop count, hop "
+                           "from the query; columns: layers)", table.rename(columns=lambda c: f"L{c}" if
+                                                                           isinstance(c, int) else c)))
+    verdict, failed = index_flow_verdict(flow, published)
+    per_layer = flow.groupby("layer")["attention"].mean()
+    return Claim(PUBLISHED["index_flow"],
+                 "mean attention along the Index hops per layer: " + ", ".join(f"L{layer} {value:.2f}" for layer, value
+                                                                              in per_layer.items())
+                 + f" ({flow['prompt'].nunique()} prompts); " + ("; ".join(failed) if failed else "every part holds"),
+                 verdict,
+                 f"Rule (set after a first look at these numbers): a layer follows a hop when it puts ≥ {FOLLOWS:.0%} "
+                 f"of its attention on the hop's target, per hop count and hop. (a) layer "
+                 f"{layer_text(list(published['last_step']))} follows the hop into the answer's symbol and no other, "
+                 f"(b) layers {layer_text(list(published['index']))} follow every hop, (c) layers "
+                 f"{layer_text(list(published['propagate']))} follow none. All three reproduce, two partly.")
 
 
 def relabelled(dynamics: pd.DataFrame, gamma: float) -> pd.DataFrame:
@@ -561,6 +646,7 @@ def frequency_section(runs: list[Run], config: ReportConfig) -> Section:
     for task, frame in planes.items():
         section.figures.append((f"{task}: each plane's maximum logit at the query (v_f, no 1/√d scale; the quantity "
                                 "paper B's ID softmaxes), per layer", plotting.frequency_curves(frame, "max_logit")))
+    section.claims.append(_layer_1_geometry(runs, config, section))
     for task in TASKS:
         rows = table[table["task"] == task]
         if rows.empty:
@@ -593,6 +679,84 @@ def frequency_id_verdict(measured: Sequence[float], published: Sequence[float]) 
     verdict: Verdict = ("not measured" if not len(measured) else "reproduces" if not outside
                         else "partly" if share >= FREQUENCY_ID_BAND else "does not reproduce")
     return verdict, outside
+
+
+ALIGNED_FIT = 0.9
+"""Figure 4B–C's aligned keys: on the dominant plane, a query's logit against the key offset r is
+one sinusoid ``a·cos(rθ) + b·sin(rθ)`` when every key has the same component there, so the
+median uncentred R² of that fit over prompts is at least 0.9. Its peak offset ``atan2(b, a)/θ``
+(modulo the period) is where the query points: it must round to the paper's distance."""
+
+
+def plane_fit(logits: Float[Tensor, "prompt key"], theta: float) -> tuple[Tensor, Tensor, Tensor]:
+    """Per prompt, the least-squares sinusoid of one plane's logits against the key offset
+    ``r = query − key`` (keys ``0 … query`` in order): uncentred R² ``[prompt]``, peak offset in
+    ``[0, 2π/θ)`` ``[prompt]``, and the fitted logits ``[prompt, key]``."""
+    offsets = torch.arange(logits.shape[-1] - 1, -1, -1, dtype=torch.float64)
+    basis = torch.stack([torch.cos(offsets * theta), torch.sin(offsets * theta)], dim=-1)  # [key, 2]
+    coefficients = torch.linalg.lstsq(basis, logits.double().T).solution.T  # [prompt, 2]
+    fitted = coefficients @ basis.T
+    r2 = 1 - (logits - fitted).square().sum(-1) / logits.square().sum(-1).clamp_min(torch.finfo(torch.float64).tiny)
+    peak = torch.remainder(torch.atan2(coefficients[:, 1], coefficients[:, 0]) / theta, 2 * np.pi / theta)
+    return r2, peak, fitted
+
+
+def geometry_verdict(plane: int, fit: float, peak: float, published: dict[str, int]) -> Verdict:
+    """Figure 4B–C's rule: the dominant plane is the paper's (within ``FREQUENCY_ID_TOLERANCE``),
+    the keys are aligned (``ALIGNED_FIT``) and the peak rounds to the paper's distance; *partly*
+    when the plane agrees and one of the other two holds."""
+    if abs(plane - published["plane"]) > FREQUENCY_ID_TOLERANCE:
+        return "does not reproduce"
+    held = [fit >= ALIGNED_FIT, abs(peak - published["distance"]) < 0.5]
+    return "reproduces" if all(held) else "partly" if any(held) else "does not reproduce"
+
+
+def plane_geometry(model: Any, tokens: Any, layer: int, plane: int, head: int = 0) -> pd.DataFrame:
+    """One head's logits on one plane at the last token, against each key's distance from it, with
+    each prompt's ``plane_fit``: one row per prompt and key (``prompt, offset, logit, fit, r2, peak,
+    attended``; ``attended`` marks the key with the head's largest logit over all planes)."""
+    lens = psheads.RopeLens(model)
+    planes = lens.frequency_logits(tokens, layer)[:, head]  # [prompt, plane, key]
+    logits = planes[:, plane - 1]  # plane IDs count from 1
+    r2, peak, fitted = plane_fit(logits, float(lens.layer(layer).theta[plane - 1]))
+    n_prompts, n_keys = logits.shape
+    attended = torch.zeros_like(logits, dtype=torch.bool)
+    attended[torch.arange(n_prompts), planes.sum(1).argmax(-1)] = True
+    return pd.DataFrame({"prompt": np.repeat(np.arange(n_prompts), n_keys),
+                         "offset": np.tile(np.arange(n_keys - 1, -1, -1), n_prompts),
+                         "logit": logits.reshape(-1).numpy(), "fit": fitted.reshape(-1).numpy(),
+                         "r2": np.repeat(r2.numpy(), n_keys), "peak": np.repeat(peak.numpy(), n_keys),
+                         "attended": attended.reshape(-1).numpy()})
+
+
+def _layer_1_geometry(runs: list[Run], config: ReportConfig, section: Section) -> Claim:
+    from psheads.tasks import checked_batch
+
+    run = next((run for run in runs if run.task == "number" and run.shipped is not None), None)
+    if run is None:
+        return _not_measured("layer_1_geometry", "no number model")
+    published = PUBLISHED["layer_1_geometry"].value
+    plane = second_layer_planes([run], config)["number"]
+    tokens = checked_batch(run.shipped.task, config.prompts, seed=config.seed).tokens
+    frame = plane_geometry(run.shipped.model, tokens, 1, plane)
+    per_prompt = frame.drop_duplicates("prompt")
+    fit, where = float(per_prompt["r2"].median()), float(per_prompt["peak"].median())
+    top = frame.loc[frame.groupby("prompt")["logit"].idxmax()]
+    routes = float(top["attended"].mean())
+    shown = frame[frame["prompt"] < 8]
+    section.figures.append((f"Figure 4B–C: number model, layer 1, plane {plane}: the logit against the key's distance "
+                            "from the query for 8 prompts (points) and each prompt's sinusoid (lines)",
+                            plotting.plane_logits(shown)))
+    return Claim(PUBLISHED["layer_1_geometry"],
+                 f"dominant plane {plane}; one sinusoid per prompt explains a median {fit:.2f} of that plane's logits "
+                 f"(uncentred R²), peaking at distance {where:.2f} (median over {len(per_prompt)} prompts); the plane's "
+                 f"own largest logit is on the key the head attends to most in {routes:.0%} of prompts",
+                 geometry_verdict(plane, fit, where, published),
+                 f"Rule (its distance part set after a first look at these numbers): the plane with the largest "
+                 f"maximum logit is within ±{FREQUENCY_ID_TOLERANCE} IDs of plane {published['plane']}, the median R² of a "
+                 f"sinusoid in the key's distance is ≥ {ALIGNED_FIT} (aligned keys), and the sinusoid's median peak "
+                 f"rounds to distance {published['distance']}: all three reproduce; the plane and one of the others, "
+                 "partly. The last part of the measurement is context, not part of the rule.")
 
 
 # ---------------------------------------------------------------------------- length generalization
@@ -646,6 +810,7 @@ def length_section(runs: list[Run], config: ReportConfig) -> Section:
         "and sampling); a model that generalises better fails as well as one that generalises worse. Reproduces at "
         "both lengths, partly at one, otherwise does not reproduce. Between measured lengths the curve is "
         "interpolated linearly in log length."))
+    section.claims.append(_theory_decay(stacked, section))
     margins = _stored(config.data_folder, "lengthgen_discrepancy.csv", section)
     if margins is None:
         section.claims.append(_not_measured("margins", "stored discrepancy table missing"))
@@ -671,6 +836,69 @@ def length_section(runs: list[Run], config: ReportConfig) -> Section:
         "Rule: every pure positional head's worst-case margin reaches ≤ 0 at the longest length and every pure "
         "symbolic head's stays positive; partly when at least 75% of each do."))
     return section
+
+
+DECAY_CORRELATION = (0.8, 0.5)
+"""§3.6's "the decay resembles the theory": Spearman's ρ between Theorem 3.2's upper bound (at
+figure 5A's angles) and the measured accuracy, pooled over both models and every stored length
+where the bound holds; *reproduces* at ρ ≥ 0.8, *partly* at ρ ≥ 0.5, else *does not reproduce*."""
+MIN_DECAY_POINTS = 6
+"""Fewer pooled points than this: *not measured*."""
+DECAY_MODELS = {"number": "index", "letter": "retrieval"}
+"""The construction whose bound stands for each trained model (figure 5A)."""
+
+
+def _figure_5a_config(kind: str) -> Any:
+    """Theorem 3.1's construction at figure 5A's angle for ``kind``."""
+    from psheads.models import theory
+
+    theta, _ = PUBLISHED["figure_5a"].value[kind]
+    # n0 only has to admit θ (Index: θ < 2π/(n0 − 1)); the bounds themselves do not depend on it
+    n0 = int(2 * np.pi / theta) if kind == "index" else FIGURE_5A_N
+    return theory.ConstructionConfig(kind, theta=theta, n0=n0, n_letters=8)
+
+
+def decay_points(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per model in ``DECAY_MODELS`` and stored length L: the all-hops accuracy beside Theorem 3.2's
+    upper bound at n = L − 1, kept where the Retrieval bound holds (n < ω/(2θ), Theorem 3.1's
+    interval at figure 5A's angle) so that both models are compared at the same lengths."""
+    retrieval = _figure_5a_config("retrieval")
+    longest = retrieval.omega / (2 * retrieval.theta)
+    rows = []
+    for model, kind in DECAY_MODELS.items():
+        config = _figure_5a_config(kind)
+        part = curves[(curves["model"] == model) & (curves["hops"].astype(str) == "all")]
+        for length, accuracy in part.groupby("length")["accuracy"].mean().items():
+            if length - 1 < longest:
+                rows.append({"model": model, "construction": kind, "length": int(length),
+                             "upper bound": config.bound(int(length)).upper, "accuracy": float(accuracy)})
+    return pd.DataFrame(rows, columns=["model", "construction", "length", "upper bound", "accuracy"])
+
+
+def decay_verdict(points: pd.DataFrame) -> tuple[Verdict, float]:
+    """``DECAY_CORRELATION`` on ``decay_points``: the verdict and Spearman's ρ (NaN when undefined)."""
+    if len(points) < MIN_DECAY_POINTS:
+        return "not measured", float("nan")
+    rho = float(points["upper bound"].rank().corr(points["accuracy"].rank()))
+    if not np.isfinite(rho):
+        return "inconclusive", rho
+    return ("reproduces" if rho >= DECAY_CORRELATION[0] else "partly" if rho >= DECAY_CORRELATION[1]
+            else "does not reproduce"), rho
+
+
+def _theory_decay(curves: pd.DataFrame, section: Section) -> Claim:
+    points = decay_points(curves)
+    verdict, rho = decay_verdict(points)
+    section.tables.append(("§3.6: Theorem 3.2's upper bound at figure 5A's angles beside the measured accuracy",
+                           points.round(6)))
+    lengths = ", ".join(map(str, sorted(points["length"].unique())))
+    return Claim(PUBLISHED["theory_decay"],
+                 f"Spearman ρ = {rho:.2f} between the bound and the accuracy over {len(points)} points (both models at "
+                 f"{lengths} tokens)", verdict,
+                 f"Rule: ρ ≥ {DECAY_CORRELATION[0]} reproduces, ≥ {DECAY_CORRELATION[1]} partly, lower does not "
+                 f"reproduce; fewer than {MIN_DECAY_POINTS} points is not measured, a constant column inconclusive. "
+                 "Only lengths where the Retrieval bound holds at θ = 0.0027 (n < ω/(2θ) ≈ 145) count: beyond it "
+                 "the closed form no longer bounds anything.")
 
 
 LETTER_LENGTH_BANDS = (1.25, 2.0)
@@ -874,13 +1102,9 @@ FIGURE_5A_N = 100
 
 def figure_5a_curves() -> pd.DataFrame:
     """Theorem 3.2's bounds at paper B's angles for n = 1 … ``FIGURE_5A_N`` (``construction, n, upper, lower``)."""
-    from psheads.models import theory
-
     rows = []
-    for kind, (theta, _) in PUBLISHED["figure_5a"].value.items():
-        # n0 only has to admit θ (Index: θ < 2π/(n0 − 1)); the bounds themselves do not depend on it
-        n0 = int(2 * np.pi / theta) if kind == "index" else FIGURE_5A_N
-        config = theory.ConstructionConfig(kind, theta=theta, n0=n0, n_letters=8)
+    for kind in PUBLISHED["figure_5a"].value:
+        config = _figure_5a_config(kind)
         for n in range(1, FIGURE_5A_N + 1):
             bound = config.bound(n + 1)
             rows.append({"construction": kind, "n": n, "upper": bound.upper,

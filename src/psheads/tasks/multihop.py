@@ -15,6 +15,7 @@ import string
 from dataclasses import dataclass, field
 
 import torch
+from jaxtyping import Int
 from torch import Tensor
 
 from psheads.interface import validation
@@ -164,6 +165,16 @@ class NumberTask(_MultiHopTask):
     def n_answers(self) -> int:
         """The ``n_symbols`` symbols."""
         return self.n_symbols
+
+    def hop_path(self, tokens: Int[Tensor, " pos"]) -> list[int]:
+        """Positions the hops visit in one prompt, from the query (the last token) to the answer:
+        each integer v at position p points to p − v, and the first symbol reached is the answer."""
+        path, ints = [len(tokens) - 1], self.n_symbols - 1  # token id of integer v is n_symbols − 1 + v
+        while int(tokens[path[-1]]) > ints:
+            path.append(path[-1] - (int(tokens[path[-1]]) - ints))
+            if path[-1] < 0:
+                raise ValueError("tokens is not a NumberTask prompt: a hop leaves the prompt.")
+        return path
 
     def _row(self, hops: int, answer: int, answer_token: int, first_pre: int, query: int,
              generator: torch.Generator) -> Tensor:
