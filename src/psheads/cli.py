@@ -657,7 +657,7 @@ def _add_reproduce(sub: Any) -> None:
     reproduce = _command(sub, "reproduce", "one self-contained HTML report of both papers' claims beside psheads' "
                                            "measurements", _reproduce,
                          " Measures the shipped models live and reads the stored tables of the long experiments "
-                         "(about 20 s on a 2-core CPU). Prints one line per claim.")
+                         "(about a minute on a 2-core CPU). Prints one line per claim.")
     reproduce.add_argument("--out", default="report.html", metavar="FILE", help="the HTML report (opens offline)")
     _add_force(reproduce)
     reproduce.add_argument("--full", action="store_true",

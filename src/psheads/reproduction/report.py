@@ -1325,7 +1325,7 @@ def context(config: ReportConfig) -> dict[str, Any]:
 
 
 def reproduce(config: ReportConfig | None = None, *, progress: bool | None = None, **options: Any) -> Report:
-    """Build the reproduction report (about 20 s on a 2-core CPU with the defaults).
+    """Build the reproduction report (about a minute on a 2-core CPU with the defaults).
 
     Args:
         config: a ``ReportConfig``.
