@@ -25,7 +25,7 @@ from psheads.results import analysis, schema
 __all__ = [
     "LAYER_COLORSCALE", "TEMPLATE", "accuracy_by_band", "accuracy_by_hops", "accuracy_under_ablation",
     "accuracy_vs_length", "attention_under_swap", "discrepancy_vs_length", "frequency_curves", "frequency_scores",
-    "frequency_usage", "layer_colors", "layer_distributions", "learning_dynamics", "local_global",
+    "frequency_usage", "hop_attention", "layer_colors", "layer_distributions", "learning_dynamics", "local_global",
     "plane_logits", "pure_head_counts", "score_correlation", "score_heatmap", "score_plane", "theorem_bounds",
 ]
 
@@ -779,6 +779,33 @@ def theorem_bounds(frame: pd.DataFrame) -> go.Figure:
     figure.add_hline(y=0, line={"color": "#888888", "dash": "dot", "width": 1})
     return _style(figure, xaxis_title="n (distance from the query to the farthest key)",
                   yaxis_title="bound on the discrepancy Δ(n)", legend_title="Theorem 3.2")
+
+
+def hop_attention(frame: pd.DataFrame) -> go.Figure:
+    """Each layer's mean attention along each hop of multi-hop prompts, as a (hop × layer) heatmap
+    (paper B, figure 3A): rows are hop counts and the hop from the query (1 at the query), columns
+    layers, colours in [0, 1].
+
+    Args:
+        frame: ``hops, step, layer, attention`` (one row per prompt or already averaged), such as
+            ``psheads.reproduction.report.index_flow``'s.
+
+    Raises:
+        ValueError: missing columns or no rows.
+    """
+    if not isinstance(frame, pd.DataFrame) or not {"hops", "step", "layer", "attention"} <= set(frame.columns) \
+            or frame.empty:
+        raise ValueError("hop_attention needs a non-empty DataFrame with the columns hops, step, layer and attention.")
+    mean = frame.groupby(["hops", "step", "layer"])["attention"].mean().unstack("layer").sort_index()
+    rows = [f"{hops} hop{'s' if hops > 1 else ''}, hop {step}" for hops, step in mean.index]
+    figure = go.Figure(go.Heatmap(
+        z=mean.to_numpy(dtype=float), x=[f"L{layer}" for layer in mean.columns], y=rows, zmin=0, zmax=1,
+        colorscale=SEQUENTIAL, colorbar={"title": {"text": "attention"}},
+        hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>"))
+    figure.update_xaxes(title_text="layer", showline=False, ticks="")
+    figure.update_yaxes(title_text="prompt's hop count, hop (1 at the query)", autorange="reversed", showline=False,
+                        ticks="")
+    return _style(figure)
 
 
 def plane_logits(frame: pd.DataFrame) -> go.Figure:

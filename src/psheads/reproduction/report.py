@@ -412,6 +412,8 @@ def _index_flow(runs: list[Run], config: ReportConfig, section: Section) -> Clai
     published = PUBLISHED["index_flow"].value
     tokens = checked_batch(run.shipped.task, config.prompts, seed=config.seed).tokens
     flow = index_flow(run.shipped.model, run.shipped.task, tokens)
+    section.figures.append(("Figure 3A: number model, mean attention along each Index hop, per layer",
+                            plotting.hop_attention(flow)))
     table = flow.groupby(["hops", "step", "layer"])["attention"].mean().unstack("layer").round(3).reset_index()
     section.tables.append(("Figure 3A: number model, mean attention along each Index hop (rows: hop count, hop "
                            "from the query; columns: layers)", table.rename(columns=lambda c: f"L{c}" if
