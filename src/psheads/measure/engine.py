@@ -248,8 +248,9 @@ def _run(lens: RopeLens, prompts: PromptSet, measure: Measurement, layers: list[
             chosen = torch.tensor(heads if heads is not None else range(per_layer))
             stacked = torch.cat([i * per_layer + chosen for i in range(len(stack))])
             for group in prompts.key_groups(indices, geo.window, min_keys, need, geo.layer):
-                # the token factors hold [prompt, head, n, d + 1] (twice while built): cut the group to fit
-                per_prompt = 8 * len(stacked) * len(group.swappable) * (geo.d_head + 1) * 3
+                # the token factors hold [prompt, head, n, d + 1] (twice while built, and the swap score
+                # keeps both factors in rank order too): cut the group to fit
+                per_prompt = 8 * len(stacked) * len(group.swappable) * (geo.d_head + 1) * 5
                 for part in group.split(max(1, CHUNK_BYTES // per_prompt)):
                     views = key_logits(geo, capture, part, stacked, by_frequency)
                     values = _concat_slots([measure(view) for view in views]) if by_frequency else measure(views[0])

@@ -307,23 +307,26 @@ def swap_scores(logits: KeyLogits, block_size: int, tau: float) -> tuple[Float[T
 
 def _heavy_rows(flat: KeyLogits, d_blocks: Tensor, threshold: Tensor, block_size: int) -> Iterator[tuple]:
     """Tiles ``(M[rows, cols], M[cols, rows]ᵀ, d_rows, d_cols, keep)`` over the rows of the blocks
-    that have partners, rows heaviest first, columns the lighter blocks in rank order."""
+    that have partners, the heaviest tile first (rows ascending in rank within a tile), columns the
+    lighter blocks in rank order."""
     n_lead, n_blocks = d_blocks.shape
     device = d_blocks.device
     ordered, order = d_blocks.sort(dim=-1)  # ascending mass
     ranks = torch.arange(n_blocks, device=device)
     partners = torch.searchsorted(ordered, (ordered - threshold[:, None].clamp_min(0)).contiguous(), right=True)
     partners = torch.minimum(partners, ranks)  # lighter partners of each rank: ranks 0 … partners − 1
-    heavy = ranks.flip(0)[: int((partners > 0).sum(-1).max())]  # ranks with partners, heaviest first
+    n_heavy = int((partners > 0).sum(-1).max())  # the heaviest ranks have partners
     offsets, lead = torch.arange(block_size, device=device), torch.arange(n_lead, device=device)[:, None]
     tile = max(1, engine.CHUNK_BYTES // (8 * 12 * n_lead * block_size**2 * max(1, int(partners.max()))))
-    for first in range(0, len(heavy), tile):
-        rows = heavy[first : first + tile]
-        width = int(partners[:, rows[0]].max())  # the heaviest row of the tile has the most partners
-        row_pos = (order[:, rows, None] * block_size + offsets).flatten(1)  # [L, t·b] positions in S
-        col_pos = (order[:, :width, None] * block_size + offsets).flatten(1)  # [L, w·b]
-        p_rows, t_rows = _gather_rows(flat.positions, lead, row_pos), flat.tokens[lead, row_pos]
-        p_cols, t_cols = _gather_rows(flat.positions, lead, col_pos), flat.tokens[lead, col_pos]
+    # both factors in rank order, gathered once: every tile's rows and columns are then slices
+    by_rank = (order[:, :, None] * block_size + offsets).flatten(1)  # [L, nb·b] positions in S
+    p_ranked, t_ranked = _gather_rows(flat.positions, lead, by_rank), flat.tokens[lead, by_rank]
+    for top in range(n_blocks, n_blocks - n_heavy, -tile):  # tiles of ranks, heaviest first
+        rows = slice(max(n_blocks - n_heavy, top - tile), top)  # ascending ranks within the tile
+        width = int(partners[:, top - 1].max())  # the heaviest row of the tile has the most partners
+        row_span, col_span = slice(rows.start * block_size, top * block_size), slice(0, width * block_size)
+        p_rows, t_rows = p_ranked[:, row_span], t_ranked[:, row_span]
+        p_cols, t_cols = p_ranked[:, col_span], t_ranked[:, col_span]
         x = geometry.soft_cap(p_rows @ t_cols.transpose(-1, -2), flat.softcap)  # M[rows, cols]
         y = geometry.soft_cap(p_cols @ t_rows.transpose(-1, -2), flat.softcap).transpose(-1, -2)  # M[cols, rows]ᵀ
         keep = torch.arange(width, device=device) < partners[:, rows, None]  # [L, t, w]
