@@ -81,6 +81,13 @@ def _check(frame: Any, frame_schema: schema.FrameSchema, required: Sequence[str]
         raise ValueError(f"{what} needs at least one row; this frame is empty. Make it with {producer}.")
 
 
+def _require(frame: Any, columns: Sequence[str], what: str, optional: str = "") -> None:
+    """Refuse anything but a non-empty DataFrame with ``columns`` (for frames no schema describes)."""
+    if not isinstance(frame, pd.DataFrame) or not set(columns) <= set(frame.columns) or frame.empty:
+        names = ", ".join(columns[:-1]) + f" and {columns[-1]}" if len(columns) > 1 else columns[0]
+        raise ValueError(f"{what} needs a non-empty DataFrame with the columns {names}{optional}.")
+
+
 def _style(figure: go.Figure, **layout: Any) -> go.Figure:
     figure.update_layout(template=TEMPLATE, **layout)
     return figure
@@ -763,9 +770,7 @@ def theorem_bounds(frame: pd.DataFrame) -> go.Figure:
     Raises:
         ValueError: missing columns or no rows.
     """
-    if not isinstance(frame, pd.DataFrame) or not {"construction", "n", "upper"} <= set(frame.columns) or frame.empty:
-        raise ValueError("theorem_bounds needs a non-empty DataFrame with the columns construction, n and upper "
-                         "(optionally lower).")
+    _require(frame, ("construction", "n", "upper"), "theorem_bounds", " (optionally lower)")
     figure = go.Figure()
     for index, (kind, rows) in enumerate(frame.groupby("construction", sort=True)):
         rows = rows.sort_values("n")
@@ -793,9 +798,7 @@ def hop_attention(frame: pd.DataFrame) -> go.Figure:
     Raises:
         ValueError: missing columns or no rows.
     """
-    if not isinstance(frame, pd.DataFrame) or not {"hops", "step", "layer", "attention"} <= set(frame.columns) \
-            or frame.empty:
-        raise ValueError("hop_attention needs a non-empty DataFrame with the columns hops, step, layer and attention.")
+    _require(frame, ("hops", "step", "layer", "attention"), "hop_attention")
     mean = frame.groupby(["hops", "step", "layer"])["attention"].mean().unstack("layer").sort_index()
     rows = [f"{hops} hop{'s' if hops > 1 else ''}, hop {step}" for hops, step in mean.index]
     figure = go.Figure(go.Heatmap(
@@ -819,9 +822,7 @@ def plane_logits(frame: pd.DataFrame) -> go.Figure:
     Raises:
         ValueError: missing columns or no rows.
     """
-    if not isinstance(frame, pd.DataFrame) or not {"prompt", "offset", "logit"} <= set(frame.columns) or frame.empty:
-        raise ValueError("plane_logits needs a non-empty DataFrame with the columns prompt, offset and logit "
-                         "(optionally fit).")
+    _require(frame, ("prompt", "offset", "logit"), "plane_logits", " (optionally fit)")
     figure = go.Figure()
     for index, (prompt, rows) in enumerate(frame.groupby("prompt", sort=True)):
         rows = rows.sort_values("offset")

@@ -223,3 +223,20 @@ def test_labels_are_ordered_by_the_rule() -> None:
     frame = pd.DataFrame({"positional": [0.95, 0.5, 0.05, 0.95, float("nan")],
                           "symbolic": [0.05, 0.5, 0.95, 0.95, 0.5]})
     assert [methods.label(p, s) for p, s in zip(frame.positional, frame.symbolic)] == list(schema.LABEL_ORDER)
+
+
+@pytest.mark.parametrize(("n", "k"), [(6, 8), (40, 3)])  # all of M, then heavy-block tiles
+def test_the_swap_score_makes_its_tensors_where_the_logits_are(n, k) -> None:
+    """Every tensor the swap score creates lives on the logits' device: with "meta" as the default
+    device, a tensor made without one lands there and mixing it with the CPU logits fails (as a
+    CPU-made index failed on a CUDA model before)."""
+    generator = torch.Generator().manual_seed(n)
+    logits = KeyLogits(torch.randn(n, k, generator=generator, dtype=torch.float64),
+                       torch.randn(2, n, k, generator=generator, dtype=torch.float64),
+                       torch.randn(2, 1, generator=generator, dtype=torch.float64), None)
+    expected = methods.swap_scores(logits, 2, 1e-4)
+    with torch.device("meta"):
+        scores = methods.swap_scores(logits, 2, 1e-4)
+        detail = methods.swap_attention_detail(logits.select(0), 2, 1e-4)
+    assert all(score.device.type == "cpu" for score in scores) and detail.pairs.device.type == "cpu"
+    assert all(torch.equal(a, b) for a, b in zip(scores, expected))

@@ -208,6 +208,18 @@ def _stored(folder: Path, name: str, section: Section) -> pd.DataFrame | None:
     return pd.read_csv(path)
 
 
+def _shipped_number(runs: list[Run]) -> Run | None:
+    """The number run with weights (the shipped model or ``retrain``'s), if any."""
+    return next((run for run in runs if run.task == "number" and run.shipped is not None), None)
+
+
+def _task_prompts(run: Run, config: ReportConfig) -> Tensor:
+    """The live measurements' prompts of a run with weights: ``config.prompts`` at ``config.seed``."""
+    from psheads.tasks import checked_batch
+
+    return checked_batch(run.shipped.task, config.prompts, seed=config.seed).tokens
+
+
 def _not_measured(key: str, why: str) -> Claim:
     return Claim(PUBLISHED[key], "—", "not measured", why)
 
@@ -404,13 +416,11 @@ def index_flow_verdict(flow: pd.DataFrame, published: dict[str, tuple[int, ...]]
 
 
 def _index_flow(runs: list[Run], config: ReportConfig, section: Section) -> Claim:
-    from psheads.tasks import checked_batch
-
-    run = next((run for run in runs if run.task == "number" and run.shipped is not None), None)
+    run = _shipped_number(runs)
     if run is None:
         return _not_measured("index_flow", "no number model")
     published = PUBLISHED["index_flow"].value
-    tokens = checked_batch(run.shipped.task, config.prompts, seed=config.seed).tokens
+    tokens = _task_prompts(run, config)
     flow = index_flow(run.shipped.model, run.shipped.task, tokens)
     section.figures.append(("Figure 3A: number model, mean attention along each Index hop, per layer",
                             plotting.hop_attention(flow)))
@@ -616,13 +626,11 @@ def seeds_section(runs: list[Run], config: ReportConfig) -> Section:
 def frequency_table(runs: list[Run], config: ReportConfig) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
     """Per shipped model and layer: both frequency IDs (usage-weighted, paper B's softmax) and table 1;
     and per model the per-plane frame of paper B's definition (``max_logit`` without the scale)."""
-    from psheads.tasks import checked_batch
-
     rows, planes = [], {}
     for run in runs:
         if run.shipped is None:
             continue
-        tokens = checked_batch(run.shipped.task, config.prompts, seed=config.seed).tokens
+        tokens = _task_prompts(run, config)
         usage = psheads.frequency_profile(run.shipped.model, tokens, progress=False).heads
         profile = psheads.frequency_profile(run.shipped.model, tokens, progress=False, weighting="softmax",
                                             scale=False)
@@ -648,7 +656,7 @@ def frequency_section(runs: list[Run], config: ReportConfig) -> Section:
     for task, frame in planes.items():
         section.figures.append((f"{task}: each plane's maximum logit at the query (v_f, no 1/√d scale; the quantity "
                                 "paper B's ID softmaxes), per layer", plotting.frequency_curves(frame, "max_logit")))
-    section.claims.append(_layer_1_geometry(runs, config, section))
+    section.claims.append(_layer_1_geometry(runs, config, section, planes.get("number")))
     for task in TASKS:
         rows = table[table["task"] == task]
         if rows.empty:
@@ -731,15 +739,14 @@ def plane_geometry(model: Any, tokens: Any, layer: int, plane: int, head: int = 
                          "attended": attended.reshape(-1).numpy()})
 
 
-def _layer_1_geometry(runs: list[Run], config: ReportConfig, section: Section) -> Claim:
-    from psheads.tasks import checked_batch
-
-    run = next((run for run in runs if run.task == "number" and run.shipped is not None), None)
-    if run is None:
+def _layer_1_geometry(runs: list[Run], config: ReportConfig, section: Section, planes: pd.DataFrame | None) -> Claim:
+    """Figure 4B–C on the shipped number model; ``planes`` is its per-plane frame from ``frequency_table``."""
+    run = _shipped_number(runs)
+    if run is None or planes is None:
         return _not_measured("layer_1_geometry", "no number model")
     published = PUBLISHED["layer_1_geometry"].value
-    plane = second_layer_planes([run], config)["number"]
-    tokens = checked_batch(run.shipped.task, config.prompts, seed=config.seed).tokens
+    plane = dominant_plane(planes, 1)
+    tokens = _task_prompts(run, config)
     frame = plane_geometry(run.shipped.model, tokens, 1, plane)
     per_prompt = frame.drop_duplicates("prompt")
     fit, where = float(per_prompt["r2"].median()), float(per_prompt["peak"].median())
@@ -1116,17 +1123,20 @@ def figure_5a_curves() -> pd.DataFrame:
 
 def second_layer_planes(runs: list[Run], config: ReportConfig) -> dict[str, int]:
     """Per shipped model: layer 1's dominant plane by paper B's per-plane maximum logit (no 1/√d scale)."""
-    from psheads.tasks import checked_batch
-
     out = {}
     for run in runs:
         if run.shipped is None:
             continue
-        tokens = checked_batch(run.shipped.task, config.prompts, seed=config.seed).tokens
-        planes = psheads.frequency_profile(run.shipped.model, tokens, layers=[1], progress=False,
+        planes = psheads.frequency_profile(run.shipped.model, _task_prompts(run, config), layers=[1], progress=False,
                                            weighting="softmax", scale=False).planes
-        out[run.task] = int(planes.loc[planes["max_logit"].idxmax(), "plane"])
+        out[run.task] = dominant_plane(planes, 1)
     return out
+
+
+def dominant_plane(planes: pd.DataFrame, layer: int) -> int:
+    """The plane with the largest ``max_logit`` in ``layer`` of a ``frequency_profile(...).planes`` frame."""
+    rows = planes[planes["layer"] == layer]
+    return int(rows.loc[rows["max_logit"].idxmax(), "plane"])
 
 
 def figure_5a_verdict(measured: dict[str, int], published: dict[str, int]) -> Verdict:
