@@ -117,10 +117,12 @@ def main(argv: list[str] | None = None) -> None:
             table = pd.concat(frames, ignore_index=True)
             table[first + [c for c in table.columns if c not in first]].to_csv(args.out / file, index=False,
                                                                                 float_format="%.4g")
-    (args.out / f"lengthgen_{'_'.join(args.parts)}.json").write_text(json.dumps({
+    record = json.dumps({
         "script": "scripts/why_number_fails.py", "n": args.n, "seed": args.seed, "lengths": args.lengths,
-        "token_budget": args.token_budget, "score_max_length": args.score_max_length, "timings_s": timings,
-        "versions": {"psheads": psheads.__version__, "torch": torch.__version__}}, indent=2))
+        "parts": args.parts, "token_budget": args.token_budget, "score_max_length": args.score_max_length,
+        "timings_s": timings, "versions": {"psheads": psheads.__version__, "torch": torch.__version__}}, indent=2)
+    for part in args.parts:  # each table's record beside it (the timings cover every part run)
+        (args.out / f"lengthgen_{part}.json").write_text(record)
 
 
 if __name__ == "__main__":

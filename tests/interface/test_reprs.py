@@ -95,8 +95,8 @@ def number() -> Pretrained:
 
 def test_pretrained_view(number) -> None:
     text = repr(number)
-    assert text.startswith("Pretrained(name='number', task='number', accuracy='1.0000 on 8192 prompts'")
-    assert "lr 0.0001" in text and "12 checkpoints" in text and "TransformerBridge" not in text
+    assert text.startswith("Pretrained(name='number', task='number', accuracy='0.9996 on 8192 prompts'")
+    assert "lr 0.0001" in text and "14 checkpoints" in text and "TransformerBridge" not in text
     page = number._repr_html_()
     assert "accuracy by hop count" in page and "model.safetensors" in page and "4.8 MB" in page
     assert "warmup_steps 750" in page

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not SHIPPED, reason="the trained models are not 
 @pytest.mark.parametrize("name", zoo.PRETRAINED)
 def test_shipped_model_solves_its_task(name) -> None:
     shipped = zoo.load_pretrained(name)
-    assert shipped.task.name == name and shipped.info["task"] == name
+    assert shipped.task.name == shipped.info["task"] == name.removesuffix("-psheads")
     assert next(shipped.model.parameters()).dtype == torch.float32
     recorded = shipped.evaluation.set_index("hops")["accuracy"]
     assert recorded["all"] >= 0.99
@@ -29,6 +29,21 @@ def test_shipped_model_solves_its_task(name) -> None:
     dynamics = shipped.dynamics
     assert set(dynamics["step"]) >= {500, shipped.info["step"]}
     assert {"positional", "symbolic", "label", "accuracy_all"} <= set(dynamics.columns)
+
+
+def test_the_defaults_are_paper_b_recipe_and_the_old_models_stay() -> None:
+    """``number`` and ``letter``: paper B's recipe at its best-validation checkpoint (the letter task
+    with paper B's sampling); ``-psheads``: psheads' recipe at its last checkpoint."""
+    for task in ("number", "letter"):
+        default, ours = zoo.load_pretrained(task), zoo.load_pretrained(f"{task}-psheads")
+        recipe = default.info["training"]
+        assert recipe["keep_best"] and recipe["max_grad_norm"] == 1.0 and recipe["train_set"] == 432_000
+        assert default.info["shipped"]["checkpoint"] == "best-validation"
+        assert default.info["step"] == default.info["shipped"]["step"] < default.info["shipped"]["final_step"]
+        assert default.dynamics["step"].max() == default.info["shipped"]["final_step"]  # the whole run's dynamics
+        assert not ours.info["training"].get("keep_best") and ours.info["step"] == ours.dynamics["step"].max()
+    assert zoo.load_pretrained("letter").task.sampling == "paper-b"
+    assert zoo.load_pretrained("letter-psheads").task.sampling != "paper-b"
 
 
 def test_shipped_size_budget() -> None:

@@ -41,11 +41,11 @@ def test_report_measures_every_claim(built: report.Report) -> None:
                                                "llm", "seeds"]
     quoted = [c.published.claim for s in built.sections if s.key != "recipe" for c in s.claims]
     assert sorted(quoted) == sorted(p.claim for p in PUBLISHED.values())  # every published result, once
-    # the recipe section measures the length and placement claims again on paper B's own recipe
+    # the recipe section measures the length and placement claims again on psheads' own recipe
     again = [c for s in built.sections if s.key == "recipe" for c in s.claims]
     assert {c.published.claim for c in again} == {PUBLISHED[key].claim for key in (
         "letter_length", "number_length", "number_positional_l0_l3", "number_symbolic_l4_l11", "letter_symbolic_1_11")}
-    assert all(c.measured.startswith("paper B's recipe") for c in again)
+    assert all(c.measured.startswith("psheads' recipe") for c in again)
     assert len(summary) == len(PUBLISHED) + len(again)
     assert (summary["verdict"] != "not measured").all()  # the repository holds every stored table
 
@@ -131,14 +131,14 @@ def test_the_placement_rule_fails_what_it_should() -> None:
     letter = set(range(1, 12))
     assert report.placement_verdict([letter], letter, [0])[0] == "reproduces"
     assert report.placement_verdict([letter], letter, [1])[0] == "partly"  # one pure positional layer
-    assert report.placement_verdict([{0, 1, 2, 3, 4}], letter, [0])[0] == "does not reproduce"  # the shipped letter model
+    assert report.placement_verdict([{0, 1, 2, 3, 4}], letter, [0])[0] == "does not reproduce"  # the letter-psheads model
     assert report.placement_verdict([], letter)[0] == "not measured"
 
 
 def test_the_learning_order_rule_fails_the_letter_pattern() -> None:
     """The old rule (non-decreasing, 1 hop before 4) passed the letter seeds too: 1 hop, then the rest together."""
-    assert report.is_staircase([2000, 2500, 3000, 3000])  # the shipped number model
-    assert not report.is_staircase([2000, 2500, 2500, 2500])  # the shipped letter model
+    assert report.is_staircase([2000, 2500, 3000, 3000])  # the number-psheads model
+    assert not report.is_staircase([2000, 2500, 2500, 2500])  # the letter-psheads model
     assert not report.is_staircase([2000, 3000, 2500, 3500])  # out of hop order
     assert not report.is_staircase([2000, 2500, None, 3000])  # never reached
     assert not report.is_staircase([2000, 2000, 2000, 2000])
@@ -221,11 +221,11 @@ def test_the_gamma_rule_fails_counts_that_move() -> None:
     assert report.gamma_verdict(counts, 500)[0] == "reproduces"
     three = _dynamics([(1000, layer, 0.93, 0.02, 1.0) for layer in range(3)] + [(500, 0, 0.5, 0.5, 0.1)])
     counts = {g: report.pure_counts(report.relabelled(three, g)) for g in report.GAMMAS}
-    assert report.gamma_verdict(counts, 500) == ("does not reproduce", ["positional"])
+    assert report.gamma_verdict(counts, 500) == ("does not reproduce", ["positional count"])
     late = _dynamics([(step, 0, 0.99 if step >= 1000 else 0.93, 0.01, 1.0) for step in (500, 1000, 1500, 2000)]
                      + [(step, 1, 0.99 if step >= 2000 else 0.93, 0.01, 1.0) for step in (500, 1000, 1500, 2000)])
     counts = {g: report.pure_counts(report.relabelled(late, g)) for g in report.GAMMAS}
-    assert report.gamma_verdict(counts, 500) == ("partly", ["positional"])  # reached 1,500 steps later
+    assert report.gamma_verdict(counts, 500) == ("partly", ["positional timing"])  # reached 1,500 steps later
 
 
 def test_the_convergence_rule_fails_heads_that_purify_late() -> None:
@@ -292,30 +292,28 @@ def _recipe_cell(folder: Path, stem: str, curve: dict[int, float] | None) -> Non
         pd.DataFrame(rows).to_csv(folder / f"{stem}_lengthgen.csv", index=False)
 
 
-def test_the_recipe_section_applies_the_length_rules_to_finished_cells(tmp_path: Path) -> None:
+def test_the_recipe_section_reads_finished_cells_and_rates_psheads_recipe(tmp_path: Path) -> None:
     folder = tmp_path / report.RECIPE_FOLDER
     folder.mkdir()
-    reach_850 = {17: 1.0, 200: 1.0, 850: 0.95, 1000: 0.5}
-    _recipe_cell(folder, "letter_paper-b_seed0", reach_850)
+    _recipe_cell(folder, "letter_paper-b_seed0", {17: 1.0, 200: 1.0, 850: 0.95, 1000: 0.5})
     _recipe_cell(folder, "letter_psheads-sampling_seed0", {17: 1.0, 200: 0.95, 850: 0.3, 1000: 0.2})
     _recipe_cell(folder, "number_paper-b_seed0", {17: 1.0, 200: 0.64, 1000: 0.2})
     _recipe_cell(folder, "letter_gelu-new_seed0", None)  # not finished: not read
     section = report.recipe_section([], report.ReportConfig(data=tmp_path))
     cells = dict(section.tables)[next(iter(dict(section.tables)))]
     assert sorted(cells["variant"]) == ["paper-b", "paper-b", "psheads-sampling"]
-    verdicts = {c.published.claim: c.verdict for c in section.claims}
-    assert verdicts[PUBLISHED["letter_length"].claim] == "reproduces"
-    assert verdicts[PUBLISHED["number_length"].claim] == "reproduces"
+    assert cells.set_index("variant").loc["psheads-sampling", "≥ 90% up to (best)"] == 200
     notes = " ".join(section.notes)
     assert "-0.65 (psheads-sampling)" in notes and "Beyond the whole recipe's spread over its 1 seeds (0.00): " \
         "psheads-sampling" in notes
-    # a letter model that stays ready only to 145 tokens, against 850, does not reproduce
-    _recipe_cell(folder, "letter_paper-b_seed0", {17: 1.0, 145: 0.95, 200: 0.5, 1000: 0.2})
-    section = report.recipe_section([], report.ReportConfig(data=tmp_path))
-    assert {c.published.claim: c.verdict for c in section.claims}[PUBLISHED["letter_length"].claim] == \
-        "does not reproduce"
+    # the claims rate psheads' own recipe (the -psheads models): its letter model stays ready to 145 tokens
+    claims = {c.published.claim: c for c in section.claims}
+    assert all(c.measured.startswith("psheads' recipe") for c in claims.values())
+    assert "letter ≥ 90% up to 145 tokens" in claims[PUBLISHED["letter_length"].claim].measured
+    assert claims[PUBLISHED["letter_length"].claim].verdict == "does not reproduce"
+    assert claims[PUBLISHED["letter_symbolic_1_11"].claim].verdict == "does not reproduce"  # layers 0–3/0–4 only
     empty = report.recipe_section([], report.ReportConfig(data=tmp_path / "none"))
-    assert not empty.claims and "No finished cell" in empty.notes[0]
+    assert "No finished cell" in empty.notes[0] and len(empty.claims) == len(section.claims)
 
 
 def test_the_plane_fit_finds_aligned_keys_and_where_the_query_points() -> None:

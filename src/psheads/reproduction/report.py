@@ -49,6 +49,10 @@ VERDICT_COLORS = {"reproduces": "#1a7f37", "partly": "#9a6700", "does not reprod
 """Every verdict a claim can get: *inconclusive* when the measurement's 95% interval cannot tell (it
 contains 0), *not measured* when a table psheads needs is missing."""
 TASKS = ("number", "letter")
+RECIPE_FOLDER = "paper_b"
+"""Where ``scripts/train_paper_b.py`` stores its cells' tables, under the data folder."""
+RECIPE = "paper-b"
+"""The cell variant that is paper B's whole recipe (the shipped models'); the others switch one part back."""
 
 
 @dataclass(frozen=True)
@@ -63,9 +67,10 @@ class ReportConfig:
         check_prompts: prompts per length for that check.
         theory_prompts: prompts per length for the theory constructions.
         seed: seed of every live measurement's prompts.
-        retrain: a folder to retrain both models in first, with paper B's recipe unchanged (about
-            half an hour per model on a 2-core CPU; resumes what is already there); the report
-            then reads those runs instead of the shipped models. None: the shipped models.
+        retrain: a folder to retrain both models in first, with paper B's recipe as the shipped
+            ``number`` and ``letter`` were (about 40 minutes per model on a 2-core CPU; resumes what
+            is already there); the report then reads their best-validation checkpoints instead of
+            the shipped models. None: the shipped models.
     """
 
     data: Path | None = None
@@ -167,35 +172,66 @@ def _final(evaluation: pd.DataFrame) -> pd.DataFrame:
 
 
 def retrained(folder: Path, task: str, progress: bool | None, recipe: Any = None) -> Pretrained:
-    """Train ``task`` in ``folder/task`` (resuming what is there) and boot the result.
+    """Train ``task`` in ``folder/task`` (resuming what is there) and boot the checkpoint it keeps
+    (the best-validation one with paper B's recipe, as the shipped ``number`` and ``letter`` models).
 
     Args:
         folder: the runs' folder.
-        task: ``"number"`` or ``"letter"``.
+        task: ``"number"`` or ``"letter"`` (the letter task with paper B's sampling).
         progress: training progress bar.
-        recipe: a ``psheads.TrainConfig`` (default: psheads' recipe, as the shipped models).
+        recipe: a ``psheads.TrainConfig`` (default: ``TrainConfig.paper_b()``).
     """
     from psheads.models import checkpoints, training, zoo
     from psheads.tasks import get_task
 
-    result = training.train(task, recipe or training.TrainConfig(), folder / task, progress=progress)
-    info = json.loads((result.final_checkpoint / checkpoints.TRAINING_CONFIG).read_text())
-    return Pretrained(zoo.boot_local(result.final_checkpoint), get_task(task), _final(result.evaluation),
-                      result.dynamics, info)
+    made = get_task(task, sampling="paper-b") if task == "letter" else get_task(task)
+    result = training.train(made, recipe or training.TrainConfig.paper_b(), folder / task, progress=progress)
+    info = json.loads((result.best_checkpoint / checkpoints.TRAINING_CONFIG).read_text())
+    kept = result.evaluation[result.evaluation["step"] == info["step"]][["hops", "accuracy", "n"]].reset_index(drop=True)
+    return Pretrained(zoo.boot_local(result.best_checkpoint), made, kept, result.dynamics, info)
 
 
-def load_runs(config: ReportConfig, progress: bool | None = None) -> list[Run]:
-    """Seed 0 with weights (the shipped models, or ``config.retrain``'s runs) and the stored seeds
-    under ``data_folder/seeds`` (tables only)."""
+def recipe_seeds(folder: Path, variant: str = "paper-b") -> list[Run]:
+    """The stored cells of ``scripts/train_paper_b.py`` for one recipe variant, as runs without
+    weights: the whole run's dynamics and the test accuracy of the checkpoint it kept (best-validation)."""
+    runs = []
+    for path in sorted(folder.glob(f"*_{variant}_seed*_run.json")):
+        record = json.loads(path.read_text())
+        stem = path.name.removesuffix("_run.json")
+        evaluation = pd.read_csv(folder / f"{stem}_evaluation.csv")
+        kept = evaluation[evaluation["step"] == record["best_step"]][["hops", "accuracy", "n"]].reset_index(drop=True)
+        runs.append(Run(record["task"], int(record["training"]["seed"]),
+                        schema.ordered_labels(pd.read_csv(folder / f"{stem}_dynamics.csv")), kept))
+    return runs
+
+
+def psheads_recipe_runs(config: ReportConfig) -> list[Run]:
+    """psheads' own recipe: the shipped ``number-psheads`` and ``letter-psheads`` models (seed 0) and
+    the stored seeds under ``data_folder/seeds`` (tables only)."""
     runs = []
     for task in TASKS:
-        model = psheads.load_pretrained(task) if config.retrain is None else retrained(config.retrain, task, progress)
+        model = psheads.load_pretrained(f"{task}-psheads")
         runs.append(Run(task, int(model.info["training"]["seed"]), model.dynamics,
                         model.evaluation[["hops", "accuracy", "n"]], model))
     for path in sorted((config.data_folder / "seeds").glob("*_seed*_dynamics.csv")):
         task, seed = path.name.removesuffix("_dynamics.csv").split("_seed")
         evaluation = pd.read_csv(path.with_name(f"{task}_seed{seed}_evaluation.csv"))
         runs.append(Run(task, int(seed), schema.ordered_labels(pd.read_csv(path)), _final(evaluation)))
+    return sorted(runs, key=lambda run: (TASKS.index(run.task), run.seed))
+
+
+def load_runs(config: ReportConfig, progress: bool | None = None) -> list[Run]:
+    """Paper B's recipe: seed 0 with weights (the shipped ``number`` and ``letter`` models, or
+    ``config.retrain``'s runs) and the recipe's other seeds stored under ``data_folder/paper_b``
+    (tables only)."""
+    runs = []
+    for task in TASKS:
+        model = psheads.load_pretrained(task) if config.retrain is None else retrained(config.retrain, task, progress)
+        runs.append(Run(task, int(model.info["training"]["seed"]), model.dynamics,
+                        model.evaluation[["hops", "accuracy", "n"]], model))
+    with_weights = {(run.task, run.seed) for run in runs}
+    runs += [run for run in recipe_seeds(config.data_folder / RECIPE_FOLDER, RECIPE)
+             if (run.task, run.seed) not in with_weights]
     return sorted(runs, key=lambda run: (TASKS.index(run.task), run.seed))
 
 
@@ -255,7 +291,8 @@ def _learning_order(runs: list[Run]) -> tuple[Claim, Claim]:
     for run in letter:
         s = steps(run)
         spreads.append(None if None in s else max(s) - min(s))  # type: ignore[type-var,operator]
-    checkpoint = int(np.diff(sorted(letter[0].dynamics["step"].unique())).min()) if letter else 0
+    # the usual spacing: a run's last interval is shorter when its steps are not a multiple of it (6750)
+    checkpoint = int(np.median(np.diff(sorted(letter[0].dynamics["step"].unique())))) if letter else 0
     close = [s for s in spreads if s is not None and s <= checkpoint]
     verdict = "reproduces" if len(close) == len(letter) else "partly" if close else "does not reproduce"
     second = Claim(PUBLISHED["letter_at_once"], "first step with ≥ 90% accuracy for 1 / 2 / 3 / 4 hops: "
@@ -341,8 +378,9 @@ def seeds_table(runs: list[Run]) -> pd.DataFrame:
 def learning_section(runs: list[Run], config: ReportConfig) -> Section:
     section = Section("learning", "Learning dynamics (paper B, figure 2)",
                       "Accuracy per hop count, per-layer scores and pure-head counts over training, read from the "
-                      "dynamics tables that training wrote (256 prompts scored per checkpoint). Seed 0 is the "
-                      "shipped model; other seeds are stored tables.")
+                      "dynamics tables that training wrote (256 prompts scored per checkpoint), over the whole run "
+                      "(6,750 steps of paper B's recipe). Seed 0 is the shipped model (its best-validation "
+                      "checkpoint); other seeds are stored tables.")
     section.claims.extend(_learning_order(runs))
     section.claims.extend(_placement(runs))
     section.claims.append(_index_flow(runs, config, section))
@@ -460,15 +498,15 @@ def gamma_verdict(counts: dict[float, pd.DataFrame], interval: int) -> tuple[Ver
 
     For each role, the final count at γ = 0.05 must lie within 1 of that at γ = 0.1 (partly), and
     the first step at which each count reaches its final value within one checkpoint ``interval``
-    (reproduces). Returns the verdict and, per role, what failed."""
+    (reproduces). Returns the verdict and what failed (``"<role> count"``, ``"<role> timing"``)."""
     base, half = counts[GAMMAS[0]], counts[GAMMAS[1]]
     failed_count, failed_time = [], []
     for role in base.columns:
         if abs(int(base[role].iloc[-1]) - int(half[role].iloc[-1])) > 1:
-            failed_count.append(role)
+            failed_count.append(f"{role} count")
         reached = [int(c.index[c[role] == c[role].iloc[-1]].min()) for c in (base, half)]
         if abs(reached[0] - reached[1]) > interval:
-            failed_time.append(role)
+            failed_time.append(f"{role} timing")
     verdict: Verdict = ("does not reproduce" if failed_count else "partly" if failed_time else "reproduces")
     return verdict, failed_count + failed_time
 
@@ -483,7 +521,7 @@ def _gamma_robustness(runs: list[Run], section: Section) -> Claim:
     verdicts, texts = [], []
     for run in runs:
         counts = {gamma: pure_counts(relabelled(run.dynamics, gamma)) for gamma in GAMMAS}
-        interval = int(np.diff(counts[GAMMAS[0]].index).min()) if len(counts[GAMMAS[0]]) > 1 else 0
+        interval = int(np.median(np.diff(counts[GAMMAS[0]].index))) if len(counts[GAMMAS[0]]) > 1 else 0
         verdict, failed = gamma_verdict(counts, interval)
         verdicts.append(verdict)
         final = {gamma: counts[gamma].iloc[-1] for gamma in GAMMAS}
@@ -566,7 +604,7 @@ def _entropy_at_init(runs: list[Run], config: ReportConfig, section: Section) ->
             booted = zoo.boot_local(folder)
         tokens = checked_batch(task, config.prompts, seed=config.seed).tokens
         at_init = psheads.score_heads(booted, tokens, progress=False)["entropy"]
-        trained = run.dynamics[run.dynamics["step"] == run.dynamics["step"].max()]["entropy"]
+        trained = run.dynamics[run.dynamics["step"] == _weights_step(run)]["entropy"]
         rows.append({"task": run.task, "initialisation: min": at_init.min(), "initialisation: median": at_init.median(),
                      "trained: min": trained.min(), "trained: median": trained.median()})
     if not rows:
@@ -584,12 +622,18 @@ def _entropy_at_init(runs: list[Run], config: ReportConfig, section: Section) ->
                  "partly when only the median is.")
 
 
+def _weights_step(run: Run) -> int:
+    """The training step of a run's weights (the best-validation checkpoint kept), else its last step."""
+    step = run.shipped.info.get("step") if run.shipped is not None else None
+    return int(step) if step is not None else int(run.dynamics["step"].max())
+
+
 def _swap_example(run: Run) -> tuple[str, go.Figure]:
-    """Attention of the run's most positional (number) or most symbolic (letter) final head on one
+    """Attention of the run's most positional (number) or most symbolic (letter) head (at its weights' step) on one
     prompt, before and after its dominant swap: what the two behaviours look like."""
     from psheads.tasks import checked_batch
 
-    final = run.dynamics[run.dynamics["step"] == run.dynamics["step"].max()]
+    final = run.dynamics[run.dynamics["step"] == _weights_step(run)]
     column = "positional" if run.task == "number" else "symbolic"
     best = final.loc[(final[column] - final["positional" if column == "symbolic" else "symbolic"]).idxmax()]
     prompt = checked_batch(run.shipped.task, 1, seed=0).tokens[0]
@@ -771,6 +815,31 @@ def _layer_1_geometry(runs: list[Run], config: ReportConfig, section: Section, p
 # ---------------------------------------------------------------------------- length generalization
 
 
+def _length_claims(curves: pd.DataFrame) -> list[Claim]:
+    """Figure 5B's two claims on length curves (column ``model``: the task): the letter model's reach
+    and the number model's accuracy at the lengths paper B's curve is read at."""
+    reach = {task: analysis.longest_ready(curves[curves["model"] == task]) for task in TASKS}
+    target = PUBLISHED["letter_length"].value
+    letter = reach["letter"] or 0
+    published = PUBLISHED["number_length"].value
+    measured = {length: analysis.accuracy_at(curves[curves["model"] == "number"], length) for length in published}
+    return [
+        Claim(PUBLISHED["letter_length"], f"letter ≥ 90% up to {letter} tokens ({letter / target:.0%} of the paper's "
+              f"{target})", letter_length_verdict(letter, target),
+              f"Rule: reproduces within a factor {LETTER_LENGTH_BANDS[0]:g} of {target} tokens either way, partly within "
+              f"a factor {LETTER_LENGTH_BANDS[1]:g}, otherwise does not reproduce."),
+        Claim(PUBLISHED["number_length"],
+              "number accuracy " + ", ".join("not measured" if measured[length] is None else
+                                             f"{measured[length]:.3f} at {length} tokens" for length in published)
+              + f" (≥ 90% up to {reach['number']} tokens)",
+              number_length_verdict(measured, published),
+              f"Rule: at each length the paper's value is read at, within ±{NUMBER_LENGTH_TOLERANCE} of it (plot "
+              "reading and sampling); a model that generalises better fails as well as one that generalises worse. "
+              "Reproduces at both lengths, partly at one, otherwise does not reproduce. Between measured lengths the "
+              "curve is interpolated linearly in log length."),
+    ]
+
+
 def length_section(runs: list[Run], config: ReportConfig) -> Section:
     section = Section("length", "Length generalization and discrepancy (paper B, figure 5)",
                       "Accuracy against prompt length from the shipped curves (512 prompts per length), re-measured "
@@ -799,26 +868,7 @@ def length_section(runs: list[Run], config: ReportConfig) -> Section:
         return section
     stacked = pd.concat(curves, ignore_index=True)
     section.figures.append(("Accuracy against prompt length", plotting.accuracy_vs_length(stacked)))
-    reach = {task: analysis.longest_ready(stacked[stacked["model"] == task]) for task in TASKS}
-    target = PUBLISHED["letter_length"].value
-    letter = reach["letter"] or 0
-    section.claims.append(Claim(PUBLISHED["letter_length"], f"letter ≥ 90% up to {letter} tokens ({letter / target:.0%} "
-                                f"of the paper's {target})", letter_length_verdict(letter, target),
-                                f"Rule: reproduces within a factor {LETTER_LENGTH_BANDS[0]:g} of {target} tokens either "
-                                f"way, partly within a factor {LETTER_LENGTH_BANDS[1]:g}, otherwise does not reproduce."))
-    published = PUBLISHED["number_length"].value
-    number = stacked[stacked["model"] == "number"]
-    measured = {length: analysis.accuracy_at(number, length) for length in published}
-    section.claims.append(Claim(
-        PUBLISHED["number_length"],
-        "number accuracy " + ", ".join("not measured" if measured[length] is None else
-                                       f"{measured[length]:.3f} at {length} tokens" for length in published)
-        + f" (≥ 90% up to {reach['number']} tokens)",
-        number_length_verdict(measured, published),
-        f"Rule: at each length the paper's value is read at, within ±{NUMBER_LENGTH_TOLERANCE} of it (plot reading "
-        "and sampling); a model that generalises better fails as well as one that generalises worse. Reproduces at "
-        "both lengths, partly at one, otherwise does not reproduce. Between measured lengths the curve is "
-        "interpolated linearly in log length."))
+    section.claims.extend(_length_claims(stacked))
     section.claims.append(_theory_decay(stacked, section))
     margins = _stored(config.data_folder, "lengthgen_discrepancy.csv", section)
     if margins is None:
@@ -935,10 +985,6 @@ def number_length_verdict(measured: dict[int, float | None], published: dict[int
 # --------------------------------------------------------------------------------- paper B's recipe
 
 
-RECIPE_FOLDER = "paper_b"
-"""Where ``scripts/train_paper_b.py`` stores its cells' tables, under the data folder."""
-RECIPE = "paper-b"
-"""The cell variant that is paper B's whole recipe; the other variants switch one part back."""
 RECIPE_LENGTHS = (200, 850, 1000)
 """The lengths paper B's figure 5B is read at."""
 
@@ -968,38 +1014,13 @@ def recipe_cells(folder: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _recipe_claims(cells: pd.DataFrame) -> list[Claim]:
-    """Letter reach, number length and head placement of the paper-recipe runs (best checkpoints)."""
-    recipe = cells[cells["variant"] == RECIPE]
-    letter, number = (recipe[recipe["task"] == task] for task in ("letter", "number"))
-    claims = []
-    target = PUBLISHED["letter_length"].value
-    if len(letter):
-        reach = [value or 0 for value in letter["≥ 90% up to (best)"]]
-        final = [value or 0 for value in letter["≥ 90% up to (final)"]]
-        claims.append(Claim(
-            PUBLISHED["letter_length"],
-            f"paper B's recipe, seeds {', '.join(map(str, letter['seed']))}: letter ≥ 90% up to "
-            f"{', '.join(map(str, reach))} tokens at the best-validation checkpoint, {', '.join(map(str, final))} at "
-            f"the final one",
-            letter_length_verdict(int(np.median(reach)), target),
-            f"The rule of the length section applied to the median seed's best-validation checkpoint (the one paper "
-            f"B's Trainer keeps): within a factor {LETTER_LENGTH_BANDS[0]:g} of {target} tokens reproduces, within "
-            f"{LETTER_LENGTH_BANDS[1]:g} partly."))
-    published = PUBLISHED["number_length"].value
-    if len(number):
-        measured = {length: float(np.median(number[f"at {length} (best)"])) for length in published}
-        claims.append(Claim(
-            PUBLISHED["number_length"],
-            f"paper B's recipe, seeds {', '.join(map(str, number['seed']))}: number accuracy "
-            + "; ".join(f"{', '.join(f'{v:.3f}' for v in number[f'at {length} (best)'])} at {length} tokens"
-                        for length in published) + " (best-validation checkpoints)",
-            number_length_verdict(measured, published),
-            f"The rule of the length section (±{NUMBER_LENGTH_TOLERANCE} at each length) on the median over seeds."))
-    runs = [Run(row["task"], int(row["seed"]), row["_dynamics"], pd.DataFrame()) for row in recipe.to_dict("records")]
-    if runs:
-        claims.extend(Claim(c.published, "paper B's recipe: " + c.measured, c.verdict, c.reason) for c in _placement(runs))
-    return claims
+def _psheads_recipe_claims(runs: list[Run]) -> list[Claim]:
+    """Figure 5B's length claims (the shipped ``-psheads`` curves) and figure 2C's placement claims
+    (every stored seed) for psheads' own recipe, labelled as such."""
+    curves = [run.shipped.length_generalization.assign(model=run.task) for run in runs
+              if run.shipped is not None and run.shipped.length_generalization is not None]
+    claims = (_length_claims(pd.concat(curves, ignore_index=True)) if curves else []) + list(_placement(runs))
+    return [Claim(c.published, "psheads' recipe: " + c.measured, c.verdict, c.reason) for c in claims]
 
 
 def _ablation_notes(cells: pd.DataFrame) -> list[str]:
@@ -1029,28 +1050,34 @@ def _ablation_notes(cells: pd.DataFrame) -> list[str]:
 
 
 def recipe_section(runs: list[Run], config: ReportConfig) -> Section:
-    section = Section("recipe", "Paper B's own training recipe and its ablations (paper B, figures 2 and 5B)",
-                      "Models trained by scripts/train_paper_b.py with TrainConfig.paper_b() and the letter task's "
-                      "paper-b sampling (gradient clipping, no decay on biases and LayerNorm, a fixed set of 432,000 "
-                      "prompts, the best-validation checkpoint, exact GELU), and with one part switched back at a time. "
-                      "Each model's length curve: 128 prompts per length, hop counts 1–4 in equal shares.")
+    section = Section("recipe", "Paper B's recipe against psheads' own, and its ablations (paper B, figures 2 and 5B)",
+                      "The shipped number and letter models and every seed above were trained by "
+                      "scripts/train_paper_b.py with TrainConfig.paper_b() and the letter task's paper-b sampling "
+                      "(gradient clipping, no decay on biases and LayerNorm, a fixed set of 432,000 prompts, the "
+                      "best-validation checkpoint, exact GELU); each ablation switches one part back. Each model's "
+                      "length curve: 128 prompts per length, hop counts 1–4 in equal shares. The claims below apply "
+                      "the same rules to psheads' own recipe (the shipped number-psheads and letter-psheads models "
+                      "and their stored seeds), for comparison.")
     folder = config.data_folder / RECIPE_FOLDER
     cells = recipe_cells(folder) if folder.is_dir() else pd.DataFrame()
     if cells.empty:
         section.notes.append(f"No finished cell of scripts/train_paper_b.py in {folder}; nothing is measured here.")
-        return section
-    shown = [column for column in cells.columns if not column.startswith("_")]
-    section.tables.append(("Per cell: checkpoints, reach and accuracy at paper B's lengths, pure layers",
-                           cells[shown].round(3)))
-    recipe = cells[cells["variant"] == RECIPE]
-    curves = pd.concat([row["_curve"][row["_curve"]["checkpoint"] == "best"].assign(model=f"{row['task']} seed {row['seed']}")
-                        for row in recipe.to_dict("records")], ignore_index=True)
-    section.figures.append(("Paper B's recipe: accuracy against prompt length (best-validation checkpoints)",
-                            plotting.accuracy_vs_length(curves[["model", "length", "hops", "accuracy", "n"]])))
-    section.claims.extend(_recipe_claims(cells))
-    section.notes.extend(_ablation_notes(cells))
-    devices = sorted(set(cells["device"]))
-    section.notes.append(f"Trained on: {', '.join(devices)} (fp32 throughout).")
+    else:
+        shown = [column for column in cells.columns if not column.startswith("_")]
+        section.tables.append(("Per cell: checkpoints, reach and accuracy at paper B's lengths, pure layers",
+                               cells[shown].round(3)))
+        recipe = cells[cells["variant"] == RECIPE]
+        curves = pd.concat([row["_curve"][row["_curve"]["checkpoint"] == "best"]
+                            .assign(model=f"{row['task']} seed {row['seed']}") for row in recipe.to_dict("records")],
+                           ignore_index=True)
+        section.figures.append(("Paper B's recipe: accuracy against prompt length (best-validation checkpoints)",
+                                plotting.accuracy_vs_length(curves[["model", "length", "hops", "accuracy", "n"]])))
+        section.notes.extend(_ablation_notes(cells))
+        section.notes.append(f"Trained on: {', '.join(sorted(set(cells['device'])))} (fp32 throughout).")
+    ours = psheads_recipe_runs(config)
+    section.tables.append(("psheads' recipe: the number-psheads and letter-psheads models (seed 0) and stored seeds",
+                           seeds_table(ours)))
+    section.claims.extend(_psheads_recipe_claims(ours))
     return section
 
 
