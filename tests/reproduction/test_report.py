@@ -367,3 +367,13 @@ def test_the_index_flow_follows_the_hops_and_its_rule_fails_what_it_should() -> 
     assert verdict == "partly" and failed == ["layers 3 still follow Index hops"]
     assert report.index_flow_verdict(made({**ideal, 0: (0.9, 0.9), 2: (0.8, 0.2)}), published)[0] == "does not reproduce"
     assert report.index_flow_verdict(flow.head(0), published)[0] == "not measured"
+
+
+def test_the_checkpoint_interval_ignores_a_short_last_gap() -> None:
+    """A 6750-step run ends with a 250-step gap: the rules' interval is the usual 500, not 250 (a
+    count reached 500 steps later at γ = 0.05 is within one checkpoint)."""
+    steps = (500, 1000, 1500, 1750)
+    run = report.Run("number", 0, _dynamics([(step, 0, 0.93 if step == 500 else 0.99, 0.01, 1.0) for step in steps]),
+                     pd.DataFrame())
+    claim = report._gamma_robustness([run], report.Section("t", "t", "t"))
+    assert claim.verdict == "reproduces"
