@@ -191,6 +191,12 @@ def retrained(folder: Path, task: str, progress: bool | None, recipe: Any = None
     return Pretrained(zoo.boot_local(result.best_checkpoint), made, kept, result.dynamics, info)
 
 
+def _with_weights(task: str, model: Pretrained) -> Run:
+    """A run with weights: its seed, whole dynamics and the accuracy of the shipped checkpoint."""
+    return Run(task, int(model.info["training"]["seed"]), model.dynamics, model.evaluation[["hops", "accuracy", "n"]],
+               model)
+
+
 def recipe_seeds(folder: Path, variant: str = "paper-b") -> list[Run]:
     """The stored cells of ``scripts/train_paper_b.py`` for one recipe variant, as runs without
     weights: the whole run's dynamics and the test accuracy of the checkpoint it kept (best-validation)."""
@@ -208,11 +214,7 @@ def recipe_seeds(folder: Path, variant: str = "paper-b") -> list[Run]:
 def psheads_recipe_runs(config: ReportConfig) -> list[Run]:
     """psheads' own recipe: the shipped ``number-psheads`` and ``letter-psheads`` models (seed 0) and
     the stored seeds under ``data_folder/seeds`` (tables only)."""
-    runs = []
-    for task in TASKS:
-        model = psheads.load_pretrained(f"{task}-psheads")
-        runs.append(Run(task, int(model.info["training"]["seed"]), model.dynamics,
-                        model.evaluation[["hops", "accuracy", "n"]], model))
+    runs = [_with_weights(task, psheads.load_pretrained(f"{task}-psheads")) for task in TASKS]
     for path in sorted((config.data_folder / "seeds").glob("*_seed*_dynamics.csv")):
         task, seed = path.name.removesuffix("_dynamics.csv").split("_seed")
         evaluation = pd.read_csv(path.with_name(f"{task}_seed{seed}_evaluation.csv"))
@@ -224,11 +226,8 @@ def load_runs(config: ReportConfig, progress: bool | None = None) -> list[Run]:
     """Paper B's recipe: seed 0 with weights (the shipped ``number`` and ``letter`` models, or
     ``config.retrain``'s runs) and the recipe's other seeds stored under ``data_folder/paper_b``
     (tables only)."""
-    runs = []
-    for task in TASKS:
-        model = psheads.load_pretrained(task) if config.retrain is None else retrained(config.retrain, task, progress)
-        runs.append(Run(task, int(model.info["training"]["seed"]), model.dynamics,
-                        model.evaluation[["hops", "accuracy", "n"]], model))
+    runs = [_with_weights(task, psheads.load_pretrained(task) if config.retrain is None
+                          else retrained(config.retrain, task, progress)) for task in TASKS]
     with_weights = {(run.task, run.seed) for run in runs}
     runs += [run for run in recipe_seeds(config.data_folder / RECIPE_FOLDER, RECIPE)
              if (run.task, run.seed) not in with_weights]
