@@ -26,6 +26,7 @@ side (eight processes) took about 9 minutes together.
     HF_HUB_OFFLINE=1 python scripts/train_paper_b.py                         # the plan, in order
     HF_HUB_OFFLINE=1 python scripts/train_paper_b.py --only paper-b:letter:0  # one cell
     HF_HUB_OFFLINE=1 python scripts/train_paper_b.py --device cuda --only ...  # on a GPU
+    HF_HUB_OFFLINE=1 torchrun --nproc-per-node 4 scripts/train_paper_b.py --device cuda  # 4 cells at a time
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ import transformers  # noqa: E402
 
 import psheads  # noqa: E402
 from psheads.experiments.lengthgen import length_generalization  # noqa: E402
+from psheads.interface.distributed import ordered_map  # noqa: E402
 from psheads.models import checkpoints  # noqa: E402
 from psheads.models.training import TrainConfig, train  # noqa: E402
 from psheads.tasks import LetterTask, NumberTask, Task  # noqa: E402
@@ -159,8 +161,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{cell!r} is not VARIANT:TASK:SEED with VARIANT in {sorted(VARIANTS)}, TASK number or "
                          "letter (psheads-sampling: letter only)")
     args.out.mkdir(parents=True, exist_ok=True)
-    for cell in cells:
-        run_cell(cell, args.runs, args.out, args.device)
+    # under torchrun the ranks take the cells in turn (each writes its own cells' files), one GPU per rank
+    device = f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if args.device == "cuda" else args.device
+    for _ in ordered_map(lambda cell: run_cell(cell, args.runs, args.out, device), cells):
+        pass
     return 0
 
 

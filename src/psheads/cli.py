@@ -282,7 +282,7 @@ def _write(frame: Any, path: str | None) -> None:
     remove what was written."""
     from psheads.results.files import save_frame, sidecar
 
-    if path is None:
+    if path is None or not _main_rank():
         return
     try:
         save_frame(frame, path)
@@ -292,6 +292,13 @@ def _write(frame: Any, path: str | None) -> None:
         raise
     extra = f" (settings in {sidecar(path)})" if Path(path).suffix.lower() == ".csv" else ""
     print(f"wrote {len(frame)} rows to {path}{extra}")
+
+
+def _main_rank() -> bool:
+    """Whether this process writes files and prints: rank 0 of a ``torchrun`` job, or alone."""
+    from psheads.interface.distributed import is_main
+
+    return is_main()
 
 
 def _prompt_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -342,7 +349,7 @@ def _lengthgen(args: argparse.Namespace) -> int:
                                   answers=args.answers, progress=_progress(args),
                                   allow_task_mismatch=args.allow_task_mismatch)
     _write(frame, args.out)
-    if args.figure:
+    if args.figure and _main_rank():
         from psheads import plotting
 
         # plotly.js inline: the page opens offline, at the cost of ~4 MB
@@ -356,6 +363,9 @@ def _lengthgen(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise CommandError("training runs in one process: launch `psheads train` without torchrun (to train many "
+                           "runs side by side, spread them over ranks with psheads.sweep or scripts/train_paper_b.py)")
     _check_writable(args.out, "--out")  # a run folder, created or resumed
     from psheads.models.training import TrainConfig, train
     from psheads.tasks import LetterTask, get_task
@@ -392,7 +402,8 @@ def _reproduce(args: argparse.Namespace) -> int:
                                      retrain=args.runs if args.full else None)
     with _loader_output(args.quiet):  # the report boots the shipped models and the theory constructions
         built = report.reproduce(config, progress=_progress(args))
-    built.write(args.out)
+    if _main_rank():
+        built.write(args.out)
     summary = built.summary()
     counts = summary["verdict"].value_counts()
     print(f"wrote the report to {args.out} ({len(summary)} claims: "
@@ -723,10 +734,20 @@ def _console(command: str) -> Iterator[None]:
         root.removeHandler(handler)
 
 
+@contextlib.contextmanager
+def _stdout_on_rank_0() -> Iterator[None]:
+    """Under ``torchrun``, standard output of every rank but 0 goes nowhere (rank 0 prints the results)."""
+    if os.environ.get("RANK", "0") == "0":
+        yield
+        return
+    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+        yield
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (argparse and usage errors exit with 2 directly)."""
     args = build_parser().parse_args(argv)
-    with _console(args.command):
+    with _console(args.command), _stdout_on_rank_0():
         try:
             return args.run(args)
         except UsageError as err:

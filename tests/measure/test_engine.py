@@ -3,6 +3,8 @@ the per-plane views."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -112,6 +114,10 @@ def test_layers_sharing_geometry_are_stacked_only_with_equal_tables(model_factor
     gptj = psheads.RopeLens(model_factory("gptj"))
     captures = gptj.backend.capture(tokens, [0, 1], query_index=torch.tensor([8, 8]))
     assert engine.stacked_layers(gptj, [0, 1], captures) == [[0, 1]]
+    # a model spread over devices: layer 1's capture on another device is never stacked with layer 0's
+    elsewhere = dict(captures)
+    elsewhere[1] = dataclasses.replace(captures[1], q=captures[1].q.to("meta"))
+    assert engine.stacked_layers(gptj, [0, 1], elsewhere) == [[0], [1]]
     stacked = psheads.score_heads(gptj, tokens, reduce=False)
     alone = [psheads.score_heads(gptj, tokens, layers=[layer], reduce=False) for layer in (0, 1)]
     for layer, frame in enumerate(alone):

@@ -36,7 +36,7 @@ from jaxtyping import Int
 from torch import Tensor
 
 from psheads import data, tasks
-from psheads.interface import validation
+from psheads.interface import distributed, validation
 from psheads.interface.config import from_known_fields
 from psheads.interface.progress import progress_bar
 from psheads.measure.frequency_profile import ProfileConfig, frequency_id, frequency_profile
@@ -236,7 +236,8 @@ def write_atlas(models: Iterable[str], out_dir: str | Path, config: AtlasConfig 
 
     A model's folder is complete when its ``atlas.json`` exists and records the same config; it is
     written into a temporary folder and renamed into place, so an interrupted model leaves
-    nothing half-written and is redone on the next call.
+    nothing half-written and is redone on the next call. Under ``torchrun`` every rank measures
+    each model's batches (``psheads.interface.distributed``) and rank 0 writes the folders.
 
     Returns:
         ``{model: folder}`` for every model, written now or before.
@@ -252,12 +253,15 @@ def write_atlas(models: Iterable[str], out_dir: str | Path, config: AtlasConfig 
     for name in names:
         folder = out_dir / name
         record = folder / RECORD
-        if record.is_file() and json.loads(record.read_text()).get("config") == config.to_dict():
+        if distributed.from_main(record.is_file() and json.loads(record.read_text()).get("config") == config.to_dict()):
             logger.info("%s: complete in %s, skipped", name, folder)
             done[name] = folder
             continue
         began = time.perf_counter()
-        tables = atlas(name, config, progress=progress)
+        tables = atlas(name, config, progress=progress)  # its batches are spread over the ranks of a torchrun job
+        done[name] = folder
+        if not distributed.world().main:  # rank 0 writes
+            continue
         with tempfile.TemporaryDirectory(dir=out_dir, prefix=f".{name}-") as scratch:
             partial = Path(scratch) / name
             partial.mkdir()
@@ -272,7 +276,6 @@ def write_atlas(models: Iterable[str], out_dir: str | Path, config: AtlasConfig 
                 shutil.rmtree(folder)
             partial.replace(folder)
         logger.info("%s: written to %s", name, folder)
-        done[name] = folder
     return done
 
 

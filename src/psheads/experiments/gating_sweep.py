@@ -32,6 +32,7 @@ import transformers
 
 from psheads.interface import validation
 from psheads.interface.config import from_known_fields
+from psheads.interface.distributed import ordered_map, world
 from psheads.interface.progress import progress_bar
 from psheads.models import zoo
 from psheads.models.training import TrainConfig, train
@@ -253,12 +254,17 @@ def band_geometry(config: SweepConfig) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _cell(config: SweepConfig, cell: tuple[str, str, int], output_dir: Path) -> pd.DataFrame:
+    """``run_cell`` with its training seconds as a column (attrs do not survive pickling in every pandas)."""
+    frame = run_cell(config, *cell, output_dir)
+    return frame.assign(_seconds=frame.attrs["seconds"])
+
+
 def _cell_in_worker(config: SweepConfig, task: str, band: str, seed: int, output_dir: Path,
                     threads: int) -> pd.DataFrame:
-    """``run_cell`` in a worker process, with that process's torch threads set first."""
+    """``_cell`` in a worker process, with that process's torch threads set first."""
     torch.set_num_threads(threads)
-    frame = run_cell(config, task, band, seed, output_dir)
-    return frame.assign(_seconds=frame.attrs["seconds"])  # attrs do not survive pickling in every pandas
+    return _cell(config, (task, band, seed), output_dir)
 
 
 def gating_sweep(config: SweepConfig | None = None, progress: bool | None = None, workers: int = 1,
@@ -274,8 +280,9 @@ def gating_sweep(config: SweepConfig | None = None, progress: bool | None = None
     Args:
         config: the sweep (default ``SweepConfig()``).
         progress: progress bar (default: in a notebook or on a terminal).
-        workers: processes training cells side by side (1: in this process). Small models train
-            fastest with one torch thread per process and one process per core.
+        workers: processes training cells side by side (1: in this process; in a ``torchrun`` job
+            the ranks take the cells in turn and every rank returns the whole frame). Small models
+            train fastest with one torch thread per process and one process per core.
         threads: torch threads of each worker process (ignored when ``workers`` is 1: this
             process's setting is left alone).
     """
@@ -285,15 +292,16 @@ def gating_sweep(config: SweepConfig | None = None, progress: bool | None = None
     progress = validation.optional_boolean(progress, "progress")
     workers = validation.integer(workers, "workers", minimum=1)
     threads = validation.integer(threads, "threads", minimum=1)
+    if workers > 1 and world().size > 1:
+        raise ValueError(f"workers={workers} inside a torchrun job of {world().size} ranks: the ranks already train "
+                         "cells side by side; pass workers=1.")
     cells = [(task, band, seed) for task in config.tasks for band in config.bands for seed in config.seeds]
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="psheads-sweep-") as scratch:
         directories = [Path(scratch) / f"cell-{index:04d}" for index in range(len(cells))]
-        if workers == 1:
-            frames = []
-            for (task, band, seed), directory in zip(progress_bar(cells, desc="gating sweep", progress=progress), directories):
-                cell = run_cell(config, task, band, seed, directory)
-                frames.append(cell.assign(_seconds=cell.attrs["seconds"]))
+        if workers == 1:  # in this process, or spread over the ranks of a torchrun job
+            with progress_bar(total=len(cells), desc="gating sweep", progress=progress) as bar:
+                frames = list(ordered_map(lambda each: _cell(config, *each), zip(cells, directories), bar=bar))
         else:
             context = multiprocessing.get_context("spawn")  # no forked torch thread pools
             with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:

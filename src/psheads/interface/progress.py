@@ -2,7 +2,8 @@
 
 Every long loop in psheads takes ``progress: bool | None`` and draws its bar with
 ``progress_bar``. ``None`` shows the bar in a Jupyter (IPython) kernel or when stderr is a terminal,
-and hides it otherwise (logs, CI, pipes); ``True`` and ``False`` force it on or off. In a notebook
+and hides it otherwise (logs, CI, pipes); ``True`` and ``False`` force it on or off. In a
+``torch.distributed`` job only rank 0 draws bars. In a notebook
 the bar is a widget when ``ipywidgets`` is installed (``pip install "psheads[notebook]"``), else
 the text bar, without tqdm's ``IProgress not found`` warning (``quiet_tqdm_auto`` also keeps
 that warning out of the libraries psheads imports).
@@ -17,6 +18,8 @@ import warnings
 from collections.abc import Iterable
 
 from tqdm import TqdmWarning, tqdm
+
+from psheads.interface.distributed import is_main
 
 
 def in_notebook() -> bool:
@@ -48,7 +51,10 @@ def quiet_tqdm_auto() -> None:
 
 
 def show_progress(progress: bool | None) -> bool:
-    """Whether to draw a bar: ``progress`` itself when given, else in a notebook or on a terminal."""
+    """Whether to draw a bar: never on a ``torch.distributed`` rank other than 0; else ``progress``
+    itself when given, else in a notebook or on a terminal."""
+    if not is_main():
+        return False
     if progress is not None:
         return bool(progress)
     return in_notebook() or (sys.stderr is not None and sys.stderr.isatty())

@@ -43,6 +43,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from psheads.interface import validation
+from psheads.interface.distributed import ordered_map
 from psheads.interface.progress import progress_bar
 from psheads.measure.engine import CHUNK_BYTES
 from psheads.results import schema
@@ -196,15 +197,22 @@ def _one_length(lens: Any, task: Task, size: int | None, layers: list[int], head
     targets = batch.answer_positions
     if int(targets.min()) < 0 or int(targets.max()) >= length - 1:
         raise ValueError(f"Task {task.name!r}: answer_positions must be keys before the query (0…{length - 2}).")
-    totals: dict[int, dict[str, Tensor]] = {}
-    for start in range(0, n, batch_size):
+
+    def margins(start: int) -> dict[int, tuple[Tensor, Tensor]]:  # {layer: (raw, normalised) [prompt, head]}
         part, target = tokens[start:start + batch_size], targets[start:start + batch_size]
         query = torch.full((len(part),), length - 1, dtype=torch.long)
         captures = lens.backend.capture(part, layers, query_index=query)
+        out = {}
         for layer in layers:
             geo = lens.layers[layer]
             geo.check_capture(captures[layer])
             raw, normalised = (x.cpu() for x in head_margins(geo, captures.pop(layer), target, length - 1, heads))
+            out[layer] = (raw, normalised)
+        return out
+
+    totals: dict[int, dict[str, Tensor]] = {}
+    for batch_margins in ordered_map(margins, range(0, n, batch_size), bar=bar):
+        for layer, (raw, normalised) in batch_margins.items():
             total = totals.setdefault(layer, {"min_raw": raw.amin(0), "min_norm": normalised.amin(0),
                                               "sum_raw": torch.zeros(len(heads), dtype=torch.float64),
                                               "sum_norm": torch.zeros(len(heads), dtype=torch.float64)})
@@ -212,7 +220,6 @@ def _one_length(lens: Any, task: Task, size: int | None, layers: list[int], head
             total["min_norm"] = torch.minimum(total["min_norm"], normalised.amin(0))
             total["sum_raw"] += raw.sum(0)
             total["sum_norm"] += normalised.sum(0)
-        bar.update(1)
     return [{"length": length, "layer": layer, "head": int(head), "discrepancy": float(total["min_raw"][i]),
              "normalised": float(total["min_norm"][i]), "mean_margin": float(total["sum_raw"][i] / n),
              "mean_normalised": float(total["sum_norm"][i] / n), "n": n}

@@ -7,7 +7,8 @@ A *measurement* is any function ``KeyLogits -> {column: tensor [*lead]}``: the s
 ``psheads.measure.methods``, frequency usage in ``psheads.measure.frequency_profile``, or your own. The engine batches the
 prompts, captures q/k̃/tables once per batch, stacks layers that share their geometry and
 tables into one pass, groups prompts that share a key layout, bounds memory by ``CHUNK_BYTES``
-and, with ``by_frequency``, hands the measurement one view per RoPE plane.
+and, with ``by_frequency``, hands the measurement one view per RoPE plane. Under
+``torch.distributed`` the batches are spread over the ranks (``psheads.interface.distributed``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +27,7 @@ from einops import rearrange
 from jaxtyping import Float
 from torch import Tensor
 
+from psheads.interface.distributed import ordered_map
 from psheads.interface.progress import progress_bar
 from psheads.measure.prompts import KeyGroup, PromptSet
 from psheads.rope import geometry
@@ -142,13 +145,15 @@ class Measured:
 
 
 def stacked_layers(lens: RopeLens, layers: list[int], captures: dict[int, LayerCapture]) -> list[list[int]]:
-    """Layers grouped so that each group's heads can be scored in one pass (same geometry and
-    the same rotation tables on this batch)."""
+    """Layers grouped so that each group's heads can be scored in one pass: same geometry, same
+    device (a model spread over devices is measured where each layer's capture lies, and only the
+    small per-head results move) and the same rotation tables on this batch."""
     stacks: list[list[int]] = []
     for layer in layers:
         for stack in stacks:
             first = stack[0]
             if (lens.layers[first].same_geometry(lens.layers[layer])
+                    and captures[first].q.device == captures[layer].q.device
                     and torch.equal(captures[first].cos, captures[layer].cos)
                     and torch.equal(captures[first].sin, captures[layer].sin)):
                 stack.append(layer)
@@ -214,8 +219,13 @@ def run(
     batch_size: int = 64,
     progress: bool | None = None,
     desc: str = "psheads",
-) -> Iterator[Measured]:
+    local: Callable[[Measured], Any] | None = None,
+) -> Iterator[Any]:
     """Run ``measure`` on every layer, head and prompt; yields ``Measured`` per layer and part.
+
+    Batches are spread over the ranks of a ``torch.distributed`` job
+    (``psheads.interface.distributed.ordered_map``); every rank receives every batch's results, in
+    batch order.
 
     Args:
         lens: the lens (geometry and backend).
@@ -227,36 +237,44 @@ def run(
         need: what ``min_keys`` keys are needed for, for the error message.
         by_frequency: measure every RoPE plane as its own head (adds a slot axis).
         batch_size: prompts per forward pass; memory is bounded by one batch.
-        progress: progress bar (default: in a notebook or on a terminal).
+        progress: progress bar (default: in a notebook or on a terminal; rank 0 only).
         desc: progress-bar label.
+        local: applied to each ``Measured`` on the rank that computed it, and yielded instead (for
+            example ``RunningMean.partial``: only the sums travel between ranks).
     """
     n_batches = math.ceil(len(prompts) / batch_size)
-    with lens.backend.analysis():
-        yield from _run(lens, prompts, measure, layers, heads, min_keys, need, by_frequency,
-                        progress_bar(prompts.batches(batch_size), total=n_batches, desc=desc, progress=progress))
+    work = functools.partial(_batch, lens, prompts, measure, layers, heads, min_keys, need, by_frequency,
+                             local or (lambda item: item))
+    with lens.backend.analysis(), progress_bar(total=n_batches, desc=desc, progress=progress) as bar:
+        for results in ordered_map(work, prompts.batches(batch_size), bar=bar):
+            yield from results
 
 
-def _run(lens: RopeLens, prompts: PromptSet, measure: Measurement, layers: list[int], heads: tuple[int, ...] | None,
-         min_keys: int, need: str, by_frequency: bool, batches: Iterator) -> Iterator[Measured]:
-    for indices, tokens, query in batches:
-        captures = lens.backend.capture(tokens, layers, query_index=query)
-        for layer, capture in captures.items():
-            lens.layers[layer].check_capture(capture)
-        for stack in stacked_layers(lens, layers, captures):
-            geo, capture = _stack(lens, stack, captures)
-            per_layer = lens.layers[stack[0]].n_heads
-            chosen = torch.tensor(heads if heads is not None else range(per_layer))
-            stacked = torch.cat([i * per_layer + chosen for i in range(len(stack))])
-            for group in prompts.key_groups(indices, geo.window, min_keys, need, geo.layer):
-                # the token factors hold [prompt, head, n, d + 1] (twice while built, and the swap score
-                # keeps both factors in rank order too): cut the group to fit
-                per_prompt = 8 * len(stacked) * len(group.swappable) * (geo.d_head + 1) * 5
-                for part in group.split(max(1, CHUNK_BYTES // per_prompt)):
-                    views = key_logits(geo, capture, part, stacked, by_frequency)
-                    values = _concat_slots([measure(view) for view in views]) if by_frequency else measure(views[0])
-                    yield Measured([lens.layers[layer] for layer in stack], part.prompts, chosen,
-                                   {name: value.cpu() for name, value in values.items()})
-        captures.clear()
+def _batch(lens: RopeLens, prompts: PromptSet, measure: Measurement, layers: list[int], heads: tuple[int, ...] | None,
+           min_keys: int, need: str, by_frequency: bool, local: Callable[[Measured], Any],
+           batch: tuple[list[int], Tensor, Tensor]) -> list[Any]:
+    """One batch: one capture, then every stack of layers, key group and part."""
+    indices, tokens, query = batch
+    captures = lens.backend.capture(tokens, layers, query_index=query)
+    for layer, capture in captures.items():
+        lens.layers[layer].check_capture(capture)
+    results = []
+    for stack in stacked_layers(lens, layers, captures):
+        geo, capture = _stack(lens, stack, captures)
+        per_layer = lens.layers[stack[0]].n_heads
+        chosen = torch.tensor(heads if heads is not None else range(per_layer))
+        stacked = torch.cat([i * per_layer + chosen for i in range(len(stack))])
+        for group in prompts.key_groups(indices, geo.window, min_keys, need, geo.layer):
+            # the token factors hold [prompt, head, n, d + 1] (twice while built, and the swap score
+            # keeps both factors in rank order too): cut the group to fit
+            per_prompt = 8 * len(stacked) * len(group.swappable) * (geo.d_head + 1) * 5
+            for part in group.split(max(1, CHUNK_BYTES // per_prompt)):
+                views = key_logits(geo, capture, part, stacked, by_frequency)
+                values = _concat_slots([measure(view) for view in views]) if by_frequency else measure(views[0])
+                results.append(local(Measured([lens.layers[layer] for layer in stack], part.prompts, chosen,
+                                              {name: value.cpu() for name, value in values.items()})))
+    captures.clear()
+    return results
 
 
 def _concat_slots(parts: list[dict[str, Tensor]]) -> dict[str, Tensor]:
@@ -283,6 +301,17 @@ def _frame(parts: list[dict[str, np.ndarray]], columns: list[str]) -> pd.DataFra
     return pd.DataFrame({name: np.concatenate([part[name] for part in parts]) for name in columns})
 
 
+@dataclass
+class Sums:
+    """A ``Measured``'s values summed over its prompts: ``{column: [layer · head(, slot)]}`` (fp64),
+    squares as ``<column>_sq``, over ``n`` prompts."""
+
+    layers: list[LayerGeometry]
+    heads: tuple[int, ...]
+    n: int
+    sums: dict[str, Tensor]
+
+
 class RunningMean:
     """Running sums per (layer, head[, slot]): memory does not grow with the number of prompts.
 
@@ -297,19 +326,22 @@ class RunningMean:
         self._sums: dict[tuple[int, tuple[int, ...]], dict[str, Tensor]] = {}
         self._meta: dict[tuple[int, tuple[int, ...]], LayerGeometry] = {}
 
-    def add(self, item: Measured) -> None:
-        """Accumulate one ``Measured``."""
+    def partial(self, item: Measured) -> Sums:
+        """One ``Measured``'s sums over its prompts (what travels between ranks)."""
         sums = {name: value.sum(0) for name, value in item.values.items()}
         sums.update({name + "_sq": item.values[name].square().sum(0) for name in self.spread if name in sums})
-        heads = tuple(item.heads.tolist())
-        for i, geo in enumerate(item.layers):
-            key = (geo.layer, heads)
+        return Sums(item.layers, tuple(item.heads.tolist()), len(item.prompts), sums)
+
+    def merge(self, part: Sums) -> None:
+        """Accumulate one ``partial``."""
+        for i, geo in enumerate(part.layers):
+            key = (geo.layer, part.heads)
             self._meta.setdefault(key, geo)
             total = self._sums.setdefault(key, {"n": 0})
-            total["n"] += len(item.prompts)
-            for name, value in sums.items():
-                part = value[i * len(heads) : (i + 1) * len(heads)]
-                total[name] = total[name] + part if name in total else part.clone()
+            total["n"] += part.n
+            for name, value in part.sums.items():
+                block = value[i * len(part.heads) : (i + 1) * len(part.heads)]
+                total[name] = total[name] + block if name in total else block.clone()
 
     def frame(self, columns: list[str]) -> pd.DataFrame:
         """Means (and spreads) in ``columns`` order after the key columns (``n_prompts``: the count),

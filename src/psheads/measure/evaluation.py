@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from psheads.interface import validation
+from psheads.interface.distributed import ordered_map
 from psheads.interface.progress import progress_bar
 from psheads.results import schema
 from psheads.rope import backends
@@ -77,20 +78,20 @@ def _candidates(batch: TaskBatch, vocab: int | None, name: str) -> Tensor | None
 
 
 def _hits(model: Any, batch: TaskBatch, candidates: Tensor | None, batch_size: int, bar: Any) -> Tensor:
-    """Whether the model's next-token prediction is the answer, per prompt."""
+    """Whether the model's next-token prediction is the answer, per prompt (batches spread over the
+    ranks of a ``torch.distributed`` job)."""
     device = next(iter(model.parameters()), torch.empty(0)).device
-    correct = []
-    for start in range(0, len(batch), batch_size):
+
+    def correct(start: int) -> Tensor:
         logits = last_logits(model, batch.tokens[start:start + batch_size].to(device))
         if candidates is None:
             predicted = logits.argmax(-1)
         else:
             options = candidates[start:start + batch_size].to(device)
             predicted = options.gather(1, logits.gather(1, options).argmax(-1, keepdim=True)).squeeze(1)
-        correct.append(predicted.cpu() == batch.answers[start:start + batch_size])
-        if bar is not None:
-            bar.update(1)
-    return torch.cat(correct)
+        return predicted.cpu() == batch.answers[start:start + batch_size]
+
+    return torch.cat(list(ordered_map(correct, range(0, len(batch), batch_size), bar=bar)))
 
 
 def batch_accuracy(model: Any, task: Task, batch: TaskBatch, batch_size: int, bar: Any = None,

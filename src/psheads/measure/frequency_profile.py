@@ -163,15 +163,19 @@ def frequency_profile(model_or_lens: Any, prompts: Any, config: ProfileConfig | 
     prepared = prepare_prompts(lens.backend, prompts, config.prompt_options)
 
     reducer = engine.RunningMean(by_frequency=True)
-    for item in engine.run(lens, prepared, plane_usage, layers=chosen, heads=None, min_keys=1, need="one key",
-                           by_frequency=True, batch_size=config.batch_size, progress=progress,
-                           desc="frequency profile"):
+
+    def usage_sums(item: engine.Measured) -> engine.Sums:  # on the rank that measured the item
         norms = item.values.pop("norm")  # [prompt, layer · head, plane]
         item.values["usage"] = norms / norms.sum(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
         if not config.scale:
             per_layer = torch.tensor([geo.scale for geo in item.layers], dtype=torch.float64)
             item.values["max_logit"] = item.values["max_logit"] / per_layer.repeat_interleave(len(item.heads))[:, None]
-        reducer.add(item)
+        return reducer.partial(item)
+
+    for sums in engine.run(lens, prepared, plane_usage, layers=chosen, heads=None, min_keys=1, need="one key",
+                           by_frequency=True, batch_size=config.batch_size, progress=progress,
+                           desc="frequency profile", local=usage_sums):
+        reducer.merge(sums)
     planes = reducer.frame(["usage", "max_logit"])[schema.PROFILE_PLANES.names]
     bad = planes.loc[~np.isfinite(planes[["usage", "max_logit"]].to_numpy()).all(1), ["layer", "head"]].drop_duplicates()
     if len(bad):

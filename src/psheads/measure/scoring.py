@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from psheads.interface import validation
+from psheads.interface import distributed, validation
 from psheads.measure import engine
 from psheads.measure.engine import KeyLogits
 from psheads.measure.methods import (
@@ -90,15 +90,15 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
                              f"0…{n_heads - 1}.")
     prepared = prepare_prompts(lens.backend, prompts, config.prompt_options)
     minimum = method.min_swappable(config)
+    reducer = engine.RunningMean(spread=schema.SCORE_SPREAD, by_frequency=config.by_frequency)
     items = engine.run(lens, prepared, functools.partial(_measure, method, config), layers=chosen,
                        heads=config.heads, min_keys=minimum, need=f"the {minimum} that method {method.name!r} needs",
                        by_frequency=config.by_frequency, batch_size=config.batch_size, progress=progress,
-                       desc="score_heads")
+                       desc="score_heads", local=reducer.partial if config.reduce else None)
     extra = [name for name in method.columns if name not in schema.SCORE_SPREAD]  # after the std columns
     if config.reduce:
-        reducer = engine.RunningMean(spread=schema.SCORE_SPREAD, by_frequency=config.by_frequency)
-        for item in items:
-            reducer.add(item)
+        for sums in items:
+            reducer.merge(sums)
         spread = [f"{name}_std" for name in schema.SCORE_SPREAD]
         frame = reducer.frame([*schema.SCORE_SPREAD, *spread, *extra, "entropy", "n_prompts"])
         if config.by_frequency:
@@ -196,9 +196,10 @@ def swap_attention(model_or_lens: Any, prompt: Any, layer: int, head: int, confi
         return {}
 
     minimum = 2 * config.block_size
-    for _ in engine.run(lens, prepared, measure, layers=[geo.layer], heads=(head,), min_keys=minimum,
-                        need=f"2 blocks of {config.block_size}", batch_size=1, progress=False):
-        pass
+    with distributed.alone():  # one prompt, measured on every rank
+        for _ in engine.run(lens, prepared, measure, layers=[geo.layer], heads=(head,), min_keys=minimum,
+                            need=f"2 blocks of {config.block_size}", batch_size=1, progress=False):
+            pass
     (swap,) = details
     prompt_0 = prepared[0]
     swappable = prepared.key_groups([0], geo.window, minimum, "", geo.layer)[0].swappable

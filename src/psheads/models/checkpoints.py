@@ -192,6 +192,20 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
     return None
 
 
+def save_model(model: Any, directory: str | Path, **options: Any) -> None:
+    """``model.save_pretrained(directory, **options)`` in whichever process calls it.
+
+    transformers ≥ 5 writes nothing on ranks other than 0 of an initialised ``torch.distributed``
+    group; psheads' saves are per process (a sweep cell's checkpoint on the rank that trains it, a
+    built model booted through a temporary folder), so this one writes on every rank.
+    """
+    model.should_save_on_this_rank = lambda is_main_process: is_main_process  # this call only
+    try:
+        model.save_pretrained(directory, **options)
+    finally:
+        del model.should_save_on_this_rank
+
+
 def sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:

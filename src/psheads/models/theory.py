@@ -59,6 +59,7 @@ from torch import Tensor
 
 from psheads.interface import validation
 from psheads.interface.config import from_known_fields
+from psheads.models.checkpoints import save_model
 from psheads.models.zoo import BACKENDS, boot_local
 from psheads.tasks import IndexTask, RetrievalTask, word_tokenizer
 
@@ -437,7 +438,7 @@ def construct(kind: str, *, backend: str = "bridge", dtype: torch.dtype = torch.
         attention.o_proj.weight.copy_(weights["o"])
         model.lm_head.weight.copy_(weights["unembed"])
     with tempfile.TemporaryDirectory() as directory:
-        model.save_pretrained(directory)
+        save_model(model, directory)
         word_tokenizer(task.vocabulary).save_pretrained(directory)
         booted = boot_local(directory, dtype=dtype, device=device, backend=backend)
     return Construction(config, booted, task, base)

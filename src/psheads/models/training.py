@@ -399,7 +399,7 @@ def _write_files(path: Path, model: Any, task: Task, config: TrainConfig, step: 
                  optimizer: torch.optim.Optimizer, scheduler: Any, validation: dict | None) -> None:
     """Model, tokenizer, training record (with ``validation``, if any) and trainer state of a
     checkpoint (no records, no manifest)."""
-    model.save_pretrained(path, safe_serialization=True)
+    checkpoints.save_model(model, path, safe_serialization=True)
     task_tokenizer(task).save_pretrained(path)
     info = {**_run_record(task, config), "step": step, **({"validation": validation} if validation else {})}
     (path / checkpoints.TRAINING_CONFIG).write_text(json.dumps(info, indent=2))

@@ -19,7 +19,7 @@ import torch
 import transformers
 
 from psheads.interface import reprs, validation
-from psheads.models.checkpoints import process_alive, sha256
+from psheads.models.checkpoints import process_alive, save_model, sha256
 from psheads.results import schema
 from psheads.tasks.base import word_tokenizer
 
@@ -209,7 +209,7 @@ def random_gptj(seed: int = 0, vocab_size: int = 128, **overrides: Any) -> Any:
         torch.manual_seed(seed)
         model = transformers.GPTJForCausalLM(gptj_config(vocab_size, **overrides)).eval()
     with tempfile.TemporaryDirectory() as directory:
-        model.save_pretrained(directory)
+        save_model(model, directory)
         word_tokenizer([f"w{i}" for i in range(vocab_size - 2)]).save_pretrained(directory)
         return boot_local(directory)
 
@@ -592,7 +592,7 @@ def convert_gguf(path: str | Path, cache: str | Path | None = None, *, name: str
         tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
         model.hf_quantizer = None  # the tensors are dequantised already: save them as plain fp32
         del model.config.quantization_config
-        model.save_pretrained(partial)
+        save_model(model, partial)
         tokenizer.save_pretrained(partial)
         _record_files(partial, {"gguf": name, "sha256": digest, "transformers": transformers.__version__})
         if not _intact(target):  # another process may have finished first
@@ -616,7 +616,7 @@ def export_checkpoint(checkpoint: str | Path, destination: str | Path, dtype: to
     checkpoint, destination = Path(checkpoint), Path(destination)
     model = transformers.GPTJForCausalLM.from_pretrained(checkpoint, dtype=torch.float32, use_safetensors=True).to(dtype)
     destination.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(destination, safe_serialization=True)
+    save_model(model, destination, safe_serialization=True)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "training_config.json"):
         if (checkpoint / name).exists():
             shutil.copy2(checkpoint / name, destination / name)

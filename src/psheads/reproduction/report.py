@@ -589,7 +589,7 @@ def entropy_verdict(lowest: float, medians: list[float]) -> Verdict:
 def _entropy_at_init(runs: list[Run], config: ReportConfig, section: Section) -> Claim:
     import tempfile
 
-    from psheads.models import training, zoo
+    from psheads.models import checkpoints, training, zoo
     from psheads.tasks import checked_batch, get_task, task_tokenizer
 
     rows = []
@@ -598,7 +598,7 @@ def _entropy_at_init(runs: list[Run], config: ReportConfig, section: Section) ->
             continue
         task = get_task(run.task)
         with tempfile.TemporaryDirectory() as folder:  # the untrained model of the run's seed, booted as trained ones are
-            training.build_model(task, training.TrainConfig(seed=run.seed)).save_pretrained(folder)
+            checkpoints.save_model(training.build_model(task, training.TrainConfig(seed=run.seed)), folder)
             task_tokenizer(task).save_pretrained(folder)
             booted = zoo.boot_local(folder)
         tokens = checked_batch(task, config.prompts, seed=config.seed).tokens

@@ -1,0 +1,69 @@
+"""A job ``tests/interface/test_distributed.py`` launches with ``torchrun``: every prompt-set
+front-end on the shipped number model, each rank's frames pickled to ``OUT/rank<r>.pkl``.
+
+``python -m torch.distributed.run --nproc-per-node N tests/interface/distributed_job.py OUT [--init] [--fail]``:
+``--init`` initialises the process group before psheads sees it (the caller's own group);
+``--fail`` makes rank 1's share of an ``ordered_map`` raise, to show that every rank stops.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from pathlib import Path
+
+import pandas as pd
+import torch
+import torch.distributed as dist
+
+SWEEP = {"tasks": ("index", "retrieval"), "bands": ("all", "fast+zero"), "seeds": (0,), "steps": 3, "warmup_steps": 1,
+         "length": 6, "n_letters": 3, "width": 2, "eval_prompts": 16, "score_prompts": 4}
+"""A gated sweep of 4 tiny cells (the smoke sweep of ``tests/experiments/test_gating_sweep.py``, smaller)."""
+
+
+def frames() -> dict[str, pd.DataFrame]:
+    """Every front-end's frame on the shipped number model (5 batches of 8 prompts each: uneven over 2
+    or 3 ranks), and a gated sweep's (4 cells)."""
+    import psheads as ps
+    from psheads.experiments.gating_sweep import SWEEP_MODEL, SweepConfig, gating_sweep
+
+    model = ps.zoo.load_pretrained("number").model
+    tokens = ps.tasks.get_task("number").generate(40, seed=3).tokens
+    return {
+        "swap": ps.score_heads(model, tokens, batch_size=8, progress=False),
+        "anova_planes": ps.score_heads(model, tokens, method="anova", by_frequency=True, batch_size=8, progress=False),
+        "per_prompt": ps.score_heads(model, tokens, reduce=False, batch_size=8, progress=False),
+        "profile": ps.frequency_profile(model, tokens, batch_size=8, progress=False).planes,
+        "evaluate": ps.evaluate(model, "number", n=40, batch_size=8, progress=False),
+        "lengths": ps.length_generalization(model, "number", lengths=[17, 30], n=24, token_budget=8 * 17,
+                                            progress=False),
+        "discrepancy": ps.discrepancy(model, "number", n=40, batch_size=8, progress=False),
+        "sweep": gating_sweep(SweepConfig(**SWEEP, model=dict(SWEEP_MODEL, n_embd=16, rotary_dim=12, n_positions=16)),
+                              progress=False),
+    }
+
+
+def fail() -> None:
+    from psheads.interface.distributed import ordered_map
+
+    def work(item: int) -> int:
+        if item == 1:
+            raise ValueError("item 1 is broken on purpose")
+        return item
+
+    list(ordered_map(work, range(4)))
+
+
+def main(out: Path, init: bool, failing: bool) -> None:
+    torch.set_num_threads(1)
+    if init:
+        dist.init_process_group("gloo")
+    if failing:
+        fail()
+    result = frames()
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    (out / f"rank{rank}.pkl").write_bytes(pickle.dumps({"frames": result, "world": dist.get_world_size()}))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), "--init" in sys.argv, "--fail" in sys.argv)

@@ -1,0 +1,82 @@
+"""Data parallelism: every prompt-set front-end under ``torchrun`` on 2 and 3 CPU processes (gloo)
+gives, on every rank, the frame of one process, bit for bit; a failing rank stops every rank."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from psheads.interface import distributed
+from tests.interface import distributed_job
+
+JOB = Path(distributed_job.__file__)
+ROOT = JOB.parents[2]
+
+
+def launch(out: Path, n: int, *flags: str) -> subprocess.CompletedProcess:
+    """``torchrun --nproc-per-node n`` on the job, one thread per process."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(n),
+               str(JOB), str(out), *flags]
+    return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def serial() -> dict[str, pd.DataFrame]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in the job's processes
+    try:
+        return distributed_job.frames()
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize(("n", "flags"), [(2, ()), (3, ("--init",))], ids=["torchrun-2", "own-group-3"])
+def test_every_rank_gets_the_one_process_frame(serial: dict[str, pd.DataFrame], tmp_path: Path, n: int,
+                                               flags: tuple[str, ...]) -> None:
+    done = launch(tmp_path, n, *flags)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for rank in range(n):
+        result = pickle.loads((tmp_path / f"rank{rank}.pkl").read_bytes())
+        assert result["world"] == n
+        assert set(result["frames"]) == set(serial)
+        for name, frame in result["frames"].items():
+            pd.testing.assert_frame_equal(frame, serial[name], check_exact=True, obj=f"{name} on rank {rank} of {n}")
+            assert frame.attrs.get("config") == serial[name].attrs.get("config")
+
+
+def test_a_failing_rank_stops_every_rank(tmp_path: Path) -> None:
+    done = launch(tmp_path, 2, "--fail")
+    assert done.returncode != 0
+    assert "item 1 is broken on purpose" in done.stderr
+    assert "rank 1 failed, so every rank stops" in done.stderr  # rank 0's message names rank 1
+
+
+def test_one_process_is_alone() -> None:
+    assert distributed.world() == distributed.World(0, 1)
+    assert distributed.is_main()
+    seen = []
+    assert list(distributed.ordered_map(lambda item: seen.append(item) or item * 2, range(5))) == [0, 2, 4, 6, 8]
+    assert seen == list(range(5))
+
+
+def test_alone_hides_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "4")  # would initialise a group, were it not alone
+    with distributed.alone():
+        assert distributed.world().size == 1
+
+
+def test_a_world_size_without_a_launcher_says_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for name in ("RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(RuntimeError, match="launch with torchrun"):
+        distributed.world()
