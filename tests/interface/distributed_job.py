@@ -43,6 +43,17 @@ def frames() -> dict[str, pd.DataFrame]:
     }
 
 
+def refuse_training(out: Path) -> str:
+    """The error ``train`` raises when every rank calls it."""
+    import psheads as ps
+
+    try:
+        ps.train("number", ps.TrainConfig(steps=1, warmup_steps=0), out / "run")
+    except ValueError as error:
+        return str(error)
+    return "no error"
+
+
 def fail() -> None:
     from psheads.interface.distributed import ordered_map
 
@@ -62,7 +73,8 @@ def main(out: Path, init: bool, failing: bool) -> None:
         fail()
     result = frames()
     rank = dist.get_rank() if dist.is_initialized() else 0
-    (out / f"rank{rank}.pkl").write_bytes(pickle.dumps({"frames": result, "world": dist.get_world_size()}))
+    (out / f"rank{rank}.pkl").write_bytes(pickle.dumps({"frames": result, "world": dist.get_world_size(),
+                                                        "train": refuse_training(out)}))
 
 
 if __name__ == "__main__":

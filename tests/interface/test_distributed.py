@@ -47,6 +47,7 @@ def test_every_rank_gets_the_one_process_frame(serial: dict[str, pd.DataFrame], 
     for rank in range(n):
         result = pickle.loads((tmp_path / f"rank{rank}.pkl").read_bytes())
         assert result["world"] == n
+        assert "train runs in one process" in result["train"]
         assert set(result["frames"]) == set(serial)
         for name, frame in result["frames"].items():
             pd.testing.assert_frame_equal(frame, serial[name], check_exact=True, obj=f"{name} on rank {rank} of {n}")

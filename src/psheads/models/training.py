@@ -31,6 +31,7 @@ import transformers
 
 from psheads.interface import validation
 from psheads.interface.config import from_known_fields
+from psheads.interface.distributed import world
 from psheads.interface.progress import progress_bar
 from psheads.measure.evaluation import evaluate as _evaluate
 from psheads.models import checkpoints, zoo
@@ -570,8 +571,9 @@ def train(task: Task | str, config: TrainConfig | None = None, output_dir: str |
 
     Raises:
         ValueError: the checkpoint belongs to another task or configuration (each differing
-            field is named), ``resume=False`` and the directory holds checkpoints, or
-            ``device`` is not available on this machine.
+            field is named), ``resume=False`` and the directory holds checkpoints, ``device`` is
+            not available on this machine, or the call is made by every rank of a ``torchrun``
+            job (outside ``ordered_map``).
         CheckpointError: no checkpoint of the run is usable, or one is in the old pickled format.
     """
     task = get_task(task) if isinstance(task, str) else task
@@ -588,6 +590,10 @@ def train(task: Task | str, config: TrainConfig | None = None, output_dir: str |
                          "tokens: GPT-J precomputes its rotation table up to n_positions.")
     resume = validation.boolean(resume, "resume")
     progress = validation.optional_boolean(progress, "progress")
+    if world().size > 1:
+        raise ValueError(f"train runs in one process, and this is rank {world().rank} of a torchrun job of "
+                         f"{world().size}: call it outside the job, or spread whole runs over the ranks with "
+                         "psheads.interface.distributed.ordered_map (as psheads.sweep does).")
     device = training_device(device)
     output_dir = Path(output_dir)
     created = [output_dir, *output_dir.parents]
