@@ -19,8 +19,6 @@ from collections.abc import Iterable
 
 from tqdm import TqdmWarning, tqdm
 
-from psheads.interface.distributed import is_main
-
 
 def in_notebook() -> bool:
     """Whether this process is a Jupyter (IPython/ZMQ) kernel, e.g. a notebook, JupyterLab or Colab.
@@ -53,6 +51,8 @@ def quiet_tqdm_auto() -> None:
 def show_progress(progress: bool | None) -> bool:
     """Whether to draw a bar: never on a ``torch.distributed`` rank other than 0; else ``progress``
     itself when given, else in a notebook or on a terminal."""
+    from psheads.interface.distributed import is_main  # here: importing psheads must not load torch
+
     if not is_main():
         return False
     if progress is not None:

@@ -65,6 +65,12 @@ class _StopForward(Exception):
     """Raised from the last needed hook to skip the rest of the forward pass."""
 
 
+SCORES_BYTES = 2**28
+"""Above this many bytes of one layer's eager [batch, head, query, key] scores, ``capture`` runs the
+model's own SDPA attention instead (where the backend can), so no pattern is formed: long prompts
+cost the memory of a plain SDPA forward. Shorter inputs keep the bridge's eager attention."""
+
+
 def _upcast(x: Tensor) -> Tensor:
     """Detached fp32 (or wider) copy: the analysis never works on half precision."""
     x = x.detach()
@@ -247,6 +253,33 @@ class Backend:
         before the output projection) can be read and replaced: ``hook_z``, which both backends fire."""
         return HookSite(f"blocks.{layer}.attn.hook_z", "bshd", d_head)
 
+    # --- the SDPA capture (long prompts) ----------------------------------------------------
+    def sdpa_ready(self, layers: Sequence[int]) -> bool:
+        """Whether ``layers`` can be captured with the model's own SDPA attention (no [query, key]
+        scores formed); False unless a subclass knows how."""
+        return False
+
+    def scores_bytes(self, shape: torch.Size) -> int:
+        """Bytes of one layer's eager [batch, head, query, key] scores for ``tokens`` of ``shape``."""
+        batch, n_pos = int(shape[0]), int(shape[1])
+        return batch * int(self.cfg.n_heads) * n_pos * n_pos * max(4, self.dtype.itemsize)
+
+    def sdpa_site(self, layer: int, which: str) -> HookSite:
+        """Where pre-rotary q or k can be read when the attention runs as SDPA."""
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def sdpa_forward(self) -> Iterator[None]:
+        """Within this block the forward runs the model's own attention as SDPA."""
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+    @contextlib.contextmanager
+    def sdpa_table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
+        """``table_recorder`` for the SDPA forward."""
+        raise NotImplementedError
+        yield []  # pragma: no cover
+
     # --- per-layer hook plumbing (subclasses) ---------------------------------------------
     def qk_site(self, layer: int, which: str) -> HookSite:
         """Where pre-rotary ``which`` ("q" or "k") of ``layer`` can be read and edited."""
@@ -398,6 +431,7 @@ class Backend:
         layers = sorted(set(layers))
         if not layers:
             raise ValueError("No layers requested: pass at least one layer.")
+        sdpa = not with_pattern and self.sdpa_ready(layers) and self.scores_bytes(tokens.shape) > SCORES_BYTES
         rows = torch.arange(tokens.shape[0])
         store: dict[str, dict[int, Tensor]] = {"q": {}, "k": {}, "pattern": {}}
         last_layer = layers[-1]
@@ -425,17 +459,20 @@ class Backend:
         tables: dict[int, dict[str, Tensor]] = {}
         hooks = []
         for layer in layers:
-            for which in ("q", "k"):
-                site = self.qk_site(layer, which)
-                hooks.append((site.name, recorder(which, layer, site.to_canonical, False)))
-            stop_here = layer == last_layer
+            for which in ("q", "k"):  # k comes after q: with SDPA the last layer's k ends the forward
+                site = self.sdpa_site(layer, which) if sdpa else self.qk_site(layer, which)
+                hooks.append((site.name, recorder(which, layer, site.to_canonical,
+                                                  sdpa and which == "k" and layer == last_layer)))
+            stop_here = layer == last_layer and not sdpa
             if with_pattern:
                 hooks.append((self.pattern_hook(layer), recorder("pattern", layer, None, stop_here)))
             elif stop_here:
                 hooks.append((self.pattern_hook(layer), recorder("", layer, None, True)))
         tokens = tokens.to(self.device)
+        forward = self.sdpa_forward() if sdpa else contextlib.nullcontext()
+        recording = self.sdpa_table_recorder(layers, tables) if sdpa else self.table_recorder(layers, tables)
         with self.analysis():
-            with self.table_recorder(layers, tables) as table_hooks:
+            with recording as table_hooks, forward:
                 with self.model.hooks(fwd_hooks=hooks + table_hooks):
                     try:
                         self.forward(tokens)
@@ -628,19 +665,89 @@ class BridgeBackend(Backend):
             return HookSite(f"blocks.{layer}.attn.hook_{which}_normed", layout, d_head)
         return HookSite(f"blocks.{layer}.attn.hook_{which}", "bshd", d_head)
 
+    def sdpa_ready(self, layers: Sequence[int]) -> bool:
+        """Every layer up to the last in ``layers`` has its Hugging Face attention, no soft-cap
+        (SDPA has none) and a parent block to put it back in."""
+        for layer in range(max(layers) + 1):
+            attn = self._attn(layer)
+            if (getattr(attn, "original_component", None) is None or self.layer_spec(layer).softcap is not None
+                    or self._attention_slot(layer) is None):
+                return False
+            # the modules whose hooks give q and k must be called by Hugging Face's attention itself
+            # (not so for a fused query_key_value, which only the bridge splits)
+            names = ("q_norm", "k_norm") if self._qk_norm_phase(layer) is not None else ("q", "k")
+            children = list(attn.original_component.children())
+            if not all(any(child is getattr(attn, name, None) for child in children) for name in names):
+                return False
+        return True
+
+    def _attention_slot(self, layer: int) -> str | None:
+        """The attribute of the Hugging Face block that holds the bridge's attention."""
+        block = getattr(self.model.blocks[layer], "original_component", None)
+        attn = self._attn(layer)
+        return next((name for name, child in block.named_children() if child is attn), None) if block else None
+
+    def sdpa_site(self, layer: int, which: str) -> HookSite:
+        """Hugging Face's attention calls the bridge's projections (``hook_q``/``hook_k`` fire, as
+        ``[batch, pos, head · d_head]``); with QK-norm, the norm's own output (``[batch, head, pos,
+        d_head]``: Hugging Face normalises after the transpose)."""
+        d_head = self._d_head(layer)
+        if self._qk_norm_phase(layer) is not None:
+            return HookSite(f"blocks.{layer}.attn.{which}_norm.hook_out", "bhsd", d_head)
+        return HookSite(f"blocks.{layer}.attn.hook_{which}", "bshd", d_head)
+
+    @contextlib.contextmanager
+    def sdpa_forward(self) -> Iterator[None]:
+        """Each block's Hugging Face attention back in its place and every config on ``"sdpa"``,
+        for this block only (the bridge's own eager attention forms every [query, key] score)."""
+        swapped, configs = [], {}
+        try:
+            for layer in range(self.n_layers):
+                slot = self._attention_slot(layer)
+                if slot is None:
+                    continue
+                block = self.model.blocks[layer].original_component
+                setattr(block, slot, self._hf_attn(layer))
+                swapped.append((block, slot, self._attn(layer)))
+            for config in (self.model.original_model.config,
+                           *(self._hf_attn(layer).config for layer in range(self.n_layers))):
+                configs.setdefault(id(config), (config, config._attn_implementation))
+                config._attn_implementation = "sdpa"
+            yield
+        finally:
+            for block, slot, bridge in swapped:
+                setattr(block, slot, bridge)
+            for config, implementation in configs.values():
+                config._attn_implementation = implementation
+
+    @contextlib.contextmanager
+    def sdpa_table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
+        """The tables from the ``position_embeddings`` each Hugging Face attention receives."""
+        gptj = self.family.tables != "cos_sin_hooks"
+        handles = []
+        table = _table_cache()
+
+        def recorder(layer: int) -> Callable:
+            def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
+                first, second = kwargs["position_embeddings"]
+                cos, sin = (second, first) if gptj else (first, second)  # GPT-J passes (sin, cos), half width
+                store[layer] = {"cos": table(cos, widen=gptj), "sin": table(sin, widen=gptj)}
+
+            return pre_hook
+
+        try:
+            for layer in layers:
+                handles.append(self._hf_attn(layer).register_forward_pre_hook(recorder(layer), with_kwargs=True))
+            yield []
+        finally:
+            for handle in handles:
+                handle.remove()
+
     @contextlib.contextmanager
     def table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
         hooks = []
         handles = []
-        # layers usually share one table tensor per forward: convert it once (the source is kept
-        # so that its id cannot be reused while the forward runs)
-        converted: dict[int, tuple[Tensor, Tensor]] = {}
-
-        def table(source: Tensor, widen: bool) -> Tensor:
-            if id(source) not in converted:
-                value = _upcast(source.reshape(-1, *source.shape[-2:])[0])
-                converted[id(source)] = (source, value.repeat_interleave(2, -1) if widen else value)
-            return converted[id(source)][1]
+        table = _table_cache()
 
         def tl_recorder(layer: int, which: str) -> Callable:
             def hook(tensor: Tensor, hook: Any) -> None:
@@ -667,6 +774,22 @@ class BridgeBackend(Backend):
         finally:
             for handle in handles:
                 handle.remove()
+
+
+def _table_cache() -> Callable[[Tensor, bool], Tensor]:
+    """``table(source, widen)``: ``[pos, rotary_dim]`` from a ``[(batch,) pos, width]`` table (the
+    first row, fp32 or wider, each half-width entry repeated for its pair when ``widen``: GPT-J).
+    Layers usually share one table tensor per forward: each is converted once (its source is kept
+    so that its id cannot be reused while the forward runs)."""
+    converted: dict[int, tuple[Tensor, Tensor]] = {}
+
+    def table(source: Tensor, widen: bool) -> Tensor:
+        if id(source) not in converted:
+            value = _upcast(source.reshape(-1, *source.shape[-2:])[0])
+            converted[id(source)] = (source, value.repeat_interleave(2, -1) if widen else value)
+        return converted[id(source)][1]
+
+    return table
 
 
 #: Bridges booted from Hugging Face models: ``hf_model -> (its state, tokenizer, bridge)``. Weak keys,
