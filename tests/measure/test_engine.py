@@ -106,7 +106,8 @@ def test_chunk_budget_bounds_the_groups_not_the_numbers(model_factory, monkeypat
                                torch.tensor(anova["interaction"].to_numpy()), atol=1e-12, rtol=0)
 
 
-def test_layers_sharing_geometry_are_stacked_only_with_equal_tables(model_factory) -> None:
+def test_layers_sharing_geometry_are_stacked_only_with_equal_tables(model_factory,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     lens = psheads.RopeLens(model_factory("gemma3"))  # local layer 0 (base 1e4, window), global layer 1
     tokens = torch.randint(0, 64, (2, 9))
     captures = lens.backend.capture(tokens, [0, 1], query_index=torch.tensor([8, 8]))
@@ -118,6 +119,16 @@ def test_layers_sharing_geometry_are_stacked_only_with_equal_tables(model_factor
     elsewhere = dict(captures)
     elsewhere[1] = dataclasses.replace(captures[1], q=captures[1].q.to("meta"))
     assert engine.stacked_layers(gptj, [0, 1], elsewhere) == [[0], [1]]
+    # long prompts: a stack is cut so that one prompt's factors fit CHUNK_BYTES (a layer never is)
+    geo = gptj.layers[0]
+    one_layer = 8 * geo.n_heads * 9 * (geo.d_head + 1) * 5
+    assert engine._bounded(gptj, [[0, 1]], None, 9) == [[0, 1]]
+    monkeypatch.setattr(engine, "CHUNK_BYTES", one_layer)
+    assert engine._bounded(gptj, [[0, 1]], None, 9) == [[0], [1]]
+    assert engine._bounded(gptj, [[0, 1]], (0,), 9) == [[0, 1]]  # one head of each layer fits
+    monkeypatch.setattr(engine, "CHUNK_BYTES", 1)
+    assert engine._bounded(gptj, [[0, 1]], None, 9) == [[0], [1]]
+    monkeypatch.undo()
     stacked = psheads.score_heads(gptj, tokens, reduce=False)
     alone = [psheads.score_heads(gptj, tokens, layers=[layer], reduce=False) for layer in (0, 1)]
     for layer, frame in enumerate(alone):

@@ -163,6 +163,18 @@ def stacked_layers(lens: RopeLens, layers: list[int], captures: dict[int, LayerC
     return stacks
 
 
+def _bounded(lens: RopeLens, stacks: list[list[int]], heads: tuple[int, ...] | None, n_pos: int) -> list[list[int]]:
+    """The stacks cut so that one prompt's factors of a stack fit ``CHUNK_BYTES`` (long prompts:
+    one layer at a time; a single layer is never cut)."""
+    out = []
+    for stack in stacks:
+        geo = lens.layers[stack[0]]
+        per_layer = 8 * (len(heads) if heads is not None else geo.n_heads) * n_pos * (geo.d_head + 1) * 5
+        size = max(1, CHUNK_BYTES // per_layer)
+        out += [stack[start:start + size] for start in range(0, len(stack), size)]
+    return out
+
+
 def _stack(lens: RopeLens, stack: list[int], captures: dict[int, LayerCapture]) -> tuple[LayerGeometry, LayerCapture]:
     """One geometry and capture whose heads are the stacked layers' heads, in order."""
     first = lens.layers[stack[0]]
@@ -259,7 +271,7 @@ def _batch(lens: RopeLens, prompts: PromptSet, measure: Measurement, layers: lis
     for layer, capture in captures.items():
         lens.layers[layer].check_capture(capture)
     results = []
-    for stack in stacked_layers(lens, layers, captures):
+    for stack in _bounded(lens, stacked_layers(lens, layers, captures), heads, int(tokens.shape[1])):
         geo, capture = _stack(lens, stack, captures)
         per_layer = lens.layers[stack[0]].n_heads
         chosen = torch.tensor(heads if heads is not None else range(per_layer))
