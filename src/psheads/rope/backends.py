@@ -274,6 +274,18 @@ class Backend:
         raise NotImplementedError
         yield  # pragma: no cover
 
+    def _embeddings_recorder(self, layer: int, store: dict, table: Callable[[Tensor, bool], Tensor]) -> Callable:
+        """A pre-hook on the Hugging Face attention of ``layer`` that stores the tables it receives as
+        ``position_embeddings``: ``(cos, sin)``, or ``(sin, cos)`` at half width for GPT-J."""
+        gptj = self.family.tables != "cos_sin_hooks"
+
+        def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
+            first, second = kwargs["position_embeddings"]
+            cos, sin = (second, first) if gptj else (first, second)
+            store[layer] = {"cos": table(cos, widen=gptj), "sin": table(sin, widen=gptj)}
+
+        return pre_hook
+
     @contextlib.contextmanager
     def sdpa_table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
         """``table_recorder`` for the SDPA forward."""
@@ -431,7 +443,7 @@ class Backend:
         layers = sorted(set(layers))
         if not layers:
             raise ValueError("No layers requested: pass at least one layer.")
-        sdpa = not with_pattern and self.sdpa_ready(layers) and self.scores_bytes(tokens.shape) > SCORES_BYTES
+        sdpa = not with_pattern and self.scores_bytes(tokens.shape) > SCORES_BYTES and self.sdpa_ready(layers)
         rows = torch.arange(tokens.shape[0])
         store: dict[str, dict[int, Tensor]] = {"q": {}, "k": {}, "pattern": {}}
         last_layer = layers[-1]
@@ -720,24 +732,27 @@ class BridgeBackend(Backend):
             for config, implementation in configs.values():
                 config._attn_implementation = implementation
 
+    def _embeddings_recorder(self, layer: int, store: dict, table: Callable[[Tensor, bool], Tensor]) -> Callable:
+        """A pre-hook on the Hugging Face attention of ``layer`` that stores the tables it receives as
+        ``position_embeddings``: ``(cos, sin)``, or ``(sin, cos)`` at half width for GPT-J."""
+        gptj = self.family.tables != "cos_sin_hooks"
+
+        def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
+            first, second = kwargs["position_embeddings"]
+            cos, sin = (second, first) if gptj else (first, second)
+            store[layer] = {"cos": table(cos, widen=gptj), "sin": table(sin, widen=gptj)}
+
+        return pre_hook
+
     @contextlib.contextmanager
     def sdpa_table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
         """The tables from the ``position_embeddings`` each Hugging Face attention receives."""
-        gptj = self.family.tables != "cos_sin_hooks"
         handles = []
         table = _table_cache()
-
-        def recorder(layer: int) -> Callable:
-            def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
-                first, second = kwargs["position_embeddings"]
-                cos, sin = (second, first) if gptj else (first, second)  # GPT-J passes (sin, cos), half width
-                store[layer] = {"cos": table(cos, widen=gptj), "sin": table(sin, widen=gptj)}
-
-            return pre_hook
-
         try:
             for layer in layers:
-                handles.append(self._hf_attn(layer).register_forward_pre_hook(recorder(layer), with_kwargs=True))
+                handles.append(self._hf_attn(layer).register_forward_pre_hook(
+                    self._embeddings_recorder(layer, store, table), with_kwargs=True))
             yield []
         finally:
             for handle in handles:
@@ -755,13 +770,6 @@ class BridgeBackend(Backend):
 
             return hook
 
-        def position_embeddings_recorder(layer: int) -> Callable:
-            def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
-                sin, cos = kwargs["position_embeddings"]  # GPT-J passes (sin, cos), half width
-                store[layer] = {"cos": table(cos, widen=True), "sin": table(sin, widen=True)}
-
-            return pre_hook
-
         try:
             for layer in layers:
                 if self.family.tables == "cos_sin_hooks":
@@ -769,7 +777,7 @@ class BridgeBackend(Backend):
                     hooks.append((f"blocks.{layer}.attn.hook_sin", tl_recorder(layer, "sin")))
                 else:
                     handles.append(self._hf_attn(layer).register_forward_pre_hook(
-                        position_embeddings_recorder(layer), with_kwargs=True))
+                        self._embeddings_recorder(layer, store, table), with_kwargs=True))
             yield hooks
         finally:
             for handle in handles:
