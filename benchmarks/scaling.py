@@ -9,20 +9,28 @@ global), random tokens, all in one run:
    barriers. The frames are checked equal to the one-process frame.
 2. **Prompt length.** At each of ``--lengths``: the plain forward and ``score_heads`` (swap and
    anova) side by side on the same batch, and the peak RSS growth of each in a fresh subprocess.
+3. **Model size.** For each of ``--sizes`` (random weights in the shapes of SmolLM2-135M,
+   Qwen2.5-0.5B and Qwen2.5-1.5B): the plain forward and ``score_heads`` on one prompt of
+   ``--size-length`` tokens, as seconds per head. For the shapes of ``--planned`` (up to
+   Qwen2.5-72B), built on the meta device (no weights): the memory the engine plans at
+   ``--planned-length`` tokens, from the parameter count and the engine's own bounds.
 
 Prints the tables, writes them to ``--out`` (CSV) and, with ``--figures DIR``, writes
-``scaling_processes.svg`` and ``scaling_lengths.svg`` there (plotly.js's SVG export in headless
-Chromium, as ``scripts/docs_figures.py`` does).
+``scaling_processes.svg``, ``scaling_lengths.svg`` and ``scaling_sizes.svg`` there (plotly.js's
+SVG export in headless Chromium, as ``scripts/docs_figures.py`` does).
 
 Usage: python benchmarks/scaling.py [--processes 1 2] [--threads 2] [--lengths 256 512 1024 2048]
+       [--sizes smollm2-135m qwen2.5-0.5b qwen2.5-1.5b] [--planned qwen2.5-7b qwen2.5-72b]
        [--out benchmarks/results/scaling] [--figures docs/figures]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,11 +58,34 @@ SMOLLM2_135M = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, n
                     rope_theta=100_000.0, tie_word_embeddings=True)
 """SmolLM2-135M's configuration (Llama family)."""
 
+_QWEN = dict(max_position_embeddings=32768, rope_theta=1_000_000.0)
+SHAPES = {
+    "smollm2-135m": (transformers.LlamaForCausalLM, transformers.LlamaConfig, SMOLLM2_135M),
+    "qwen2.5-0.5b": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config, dict(
+        vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+        num_key_value_heads=2, tie_word_embeddings=True, **_QWEN)),
+    "qwen2.5-1.5b": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config, dict(
+        vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+        num_key_value_heads=2, tie_word_embeddings=True, **_QWEN)),
+    "qwen2.5-7b": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config, dict(
+        vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
+        num_key_value_heads=4, tie_word_embeddings=False, **_QWEN)),
+    "qwen2.5-32b": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config, dict(
+        vocab_size=152064, hidden_size=5120, intermediate_size=27648, num_hidden_layers=64, num_attention_heads=40,
+        num_key_value_heads=8, tie_word_embeddings=False, **_QWEN)),
+    "qwen2.5-72b": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config, dict(
+        vocab_size=152064, hidden_size=8192, intermediate_size=29568, num_hidden_layers=80, num_attention_heads=64,
+        num_key_value_heads=8, tie_word_embeddings=False, **_QWEN)),
+}
+"""Model shapes by name: (model class, config class, configuration of the published model)."""
 
-def save_model(directory: Path) -> Path:
+
+def save_model(directory: Path, shape: str = "smollm2-135m") -> Path:
+    """Seeded random weights in ``shape`` (with a small word tokenizer), saved in ``directory``."""
+    model_class, config_class, config = SHAPES[shape]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**SMOLLM2_135M)).eval()
+        model = model_class(config_class(**config)).eval()
     model.save_pretrained(directory)
     word_tokenizer([f"w{i}" for i in range(64)]).save_pretrained(directory)
     return directory
@@ -157,6 +188,68 @@ def lengths(directory: Path, sizes: list[int], batch: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# --- 3. model size ---------------------------------------------------------------------------------
+def sizes(shapes: list[str], length: int, scratch: Path) -> pd.DataFrame:
+    """Seconds per head of the forward and of ``score_heads`` on one random prompt, by model shape
+    (after a warm-up call, best of 2, interleaved)."""
+    rows = []
+    for shape in shapes:
+        model = zoo.boot_local(str(save_model(scratch / shape, shape)))
+        lens = psheads.RopeLens(model)
+        prompt = torch.randint(0, int(model.cfg.d_vocab), (1, length), generator=torch.Generator().manual_seed(0))
+        n_heads = int(model.cfg.n_layers) * int(model.cfg.n_heads)
+        n_params = sum(p.numel() for p in model.original_model.parameters())
+        psheads.score_heads(lens, prompt[:, :32], batch_size=1, progress=False)  # warm-up
+        timings: dict[str, float] = {}
+        for _ in range(2):
+            for what in ("forward", "swap", "anova"):
+                start = time.perf_counter()
+                if what == "forward":
+                    with torch.no_grad():
+                        model(prompt)
+                else:
+                    psheads.score_heads(lens, prompt, method=what, batch_size=1, progress=False)
+                timings[what] = min(timings.get(what, math.inf), time.perf_counter() - start)
+        for what, seconds in timings.items():
+            rows.append({"shape": shape, "parameters": n_params, "heads": n_heads, "length": length, "call": what,
+                         "seconds": seconds, "ms_per_head": 1e3 * seconds / n_heads,
+                         "ratio": seconds / timings["forward"]})
+        print(pd.DataFrame(rows[-3:]).to_string(index=False), flush=True)
+        del model, lens
+        shutil.rmtree(scratch / shape)
+    return pd.DataFrame(rows)
+
+
+def planned(shapes: list[str], length: int, batch: int) -> pd.DataFrame:
+    """The memory ``score_heads`` plans for one batch, on meta-device shapes (no weights allocated).
+
+    weights: the parameters in bf16. capture: k̃ of every layer, fp32 (the capture upcasts),
+    ``[batch, length, kv head, d_head]``, plus q at the query. attention: one layer's eager
+    [batch, head, query, key] scores in fp32 where they fit ``SCORES_BYTES``; above it the SDPA
+    capture forms none (0). analysis: the fp64 intermediates, each cut to ``CHUNK_BYTES``.
+    """
+    from psheads.measure.engine import CHUNK_BYTES
+    from psheads.rope.backends import SCORES_BYTES
+
+    rows = []
+    for shape in shapes:
+        model_class, config_class, config = SHAPES[shape]
+        with torch.device("meta"):
+            model = model_class(config_class(**config))
+        cfg = model.config
+        d_head = cfg.hidden_size // cfg.num_attention_heads
+        n_layers, n_heads, n_kv = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads
+        scores = batch * n_heads * length**2 * 4
+        rows.append({
+            "shape": shape, "parameters": sum(p.numel() for p in model.parameters()), "heads": n_layers * n_heads,
+            "length": length, "batch": batch, "weights_gb": sum(p.numel() for p in model.parameters()) * 2 / 1e9,
+            "capture_gb": n_layers * batch * (length * n_kv + n_heads) * d_head * 4 / 1e9,
+            "attention_gb": (scores if scores <= SCORES_BYTES else 0) / 1e9,
+            "analysis_chunk_gb": CHUNK_BYTES / 1e9,
+        })
+    return pd.DataFrame(rows)
+
+
 def figures(by_processes: pd.DataFrame, by_length: pd.DataFrame, folder: Path) -> None:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -183,28 +276,64 @@ def figures(by_processes: pd.DataFrame, by_length: pd.DataFrame, folder: Path) -
     export_svg(figure, folder / "scaling_lengths.svg")
 
 
+def size_figure(by_size: pd.DataFrame, plan: pd.DataFrame, folder: Path) -> None:
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from docs_figures import export_svg
+
+    length, planned_length = int(by_size["length"].iloc[0]), int(plan["length"].iloc[0])
+    figure = make_subplots(rows=1, cols=2, subplot_titles=(
+        f"time per head, {length} tokens (random weights)", f"planned memory at {planned_length:,} tokens (meta)"))
+    for call, rows in by_size.groupby("call", sort=False):
+        figure.add_trace(go.Scatter(x=rows["parameters"] / 1e9, y=rows["ms_per_head"], name=call,
+                                    mode="lines+markers", text=rows["shape"]), row=1, col=1)
+    for column, name in (("weights_gb", "weights (bf16)"), ("capture_gb", "captured k̃ (fp32)")):
+        figure.add_trace(go.Bar(x=plan["shape"], y=plan[column], name=name), row=1, col=2)
+    figure.update_xaxes(type="log", title="parameters (billions)", row=1, col=1)
+    figure.update_yaxes(title="ms per head", row=1, col=1)
+    figure.update_yaxes(type="log", title="GB", row=1, col=2)
+    figure.update_layout(title="score_heads by model size", width=900, height=380, template="plotly_white")
+    export_svg(figure, folder / "scaling_sizes.svg")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--processes", type=int, nargs="*", default=[1, 2])
     parser.add_argument("--threads", type=int, default=2, help="total torch threads, split over the processes")
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--length", type=int, default=256, help="prompt length of the processes part")
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--lengths", type=int, nargs="*", default=[256, 512, 1024, 2048])
+    parser.add_argument("--sizes", nargs="*", default=["smollm2-135m", "qwen2.5-0.5b", "qwen2.5-1.5b"],
+                        choices=list(SHAPES), help="shapes timed with random weights")
+    parser.add_argument("--size-length", type=int, default=256, help="prompt length of the model-size part")
+    parser.add_argument("--planned", nargs="*", default=list(SHAPES), choices=list(SHAPES),
+                        help="shapes whose memory plan is computed on the meta device")
+    parser.add_argument("--planned-length", type=int, default=32768)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "scaling")
     parser.add_argument("--figures", type=Path, default=None, help="folder for the SVG figures")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         directory = save_model(Path(scratch) / "smollm2-135m-random")
-        by_processes = processes(directory, args.processes, args.threads, args.prompts, args.length, args.batch)
-        print(by_processes.to_string(index=False), flush=True)
+        by_processes = (processes(directory, args.processes, args.threads, args.prompts, args.length, args.batch)
+                        if args.processes else pd.DataFrame())
+        if len(by_processes):
+            print(by_processes.to_string(index=False), flush=True)
         torch.set_num_threads(args.threads)
         by_length = lengths(directory, args.lengths, 1) if args.lengths else pd.DataFrame()
+        by_size = sizes(args.sizes, args.size_length, Path(scratch)) if args.sizes else pd.DataFrame()
+    plan = planned(args.planned, args.planned_length, 1)
+    print(plan.to_string(index=False), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    by_processes.to_csv(args.out / "processes.csv", index=False)
-    by_length.to_csv(args.out / "lengths.csv", index=False)
-    if args.figures is not None and len(by_length):
+    for name, table in (("processes", by_processes), ("lengths", by_length), ("sizes", by_size), ("planned", plan)):
+        if len(table):
+            table.to_csv(args.out / f"{name}.csv", index=False)
+    if args.figures is not None and len(by_length) and len(by_processes):
         figures(by_processes, by_length, args.figures)
+    if args.figures is not None and len(by_size) and len(plan):
+        size_figure(by_size, plan, args.figures)
 
 
 if __name__ == "__main__":

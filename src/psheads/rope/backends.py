@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
 import inspect
 import logging
 import weakref
@@ -20,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 import transformers
 from einops import rearrange
@@ -77,27 +77,56 @@ def _upcast(x: Tensor) -> Tensor:
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x.clone()
 
 
-def _tensors(model: torch.nn.Module) -> list[Tensor]:
-    """Every parameter and buffer of ``model``, in one walk over its modules."""
-    return [tensor for module in model.modules()
-            for tensors in (module._parameters, module._buffers) for tensor in tensors.values() if tensor is not None]
+def _module_tree(*roots: Any) -> list[torch.nn.Module]:
+    """Every module under ``roots`` (those that are modules), each once, parents first.
+
+    Walks ``_modules`` directly: ``Module.modules()`` builds a name for every module, which on a
+    TransformerBridge (hundreds of hook points) cost milliseconds per call.
+    """
+    seen: set[int] = set()
+    out: list[torch.nn.Module] = []
+    stack = [root for root in reversed(roots) if isinstance(root, torch.nn.Module)]
+    while stack:
+        module = stack.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        out.append(module)
+        stack.extend(child for child in reversed(module._modules.values()) if child is not None)
+    return out
+
+
+class _Values:
+    """A copy of some tensors' bytes, equal to another exactly when every byte, shape and dtype
+    matches (NaNs included): a full comparison, no hash."""
+
+    def __init__(self, tensors: list[Tensor]) -> None:
+        self.meta = tuple((t.shape, t.dtype) for t in tensors)
+        self.data = tuple(t.detach().reshape(-1).view(torch.uint8).to("cpu", copy=True).numpy() for t in tensors)
+
+    def __eq__(self, other: object) -> bool:  # numpy compares bytes several times faster than torch
+        return (isinstance(other, _Values) and self.meta == other.meta
+                and all(np.array_equal(a, b) for a, b in zip(self.data, other.data)))
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _state(model: torch.nn.Module) -> tuple:
     """Changes whenever a parameter or buffer of ``model`` is replaced, written, cast or moved.
 
     Built from each tensor's identity, storage, torch version counter (bumped by every in-place
-    write, optimizer steps and ``load_state_dict`` included), dtype and device, and from a digest
+    write, optimizer steps and ``load_state_dict`` included), dtype and device, and from a copy
     of every buffer's values: a write through ``buffer.data`` (``embed_positions.data.copy_(…)``)
     bumps no counter, and the buffers hold the rotation tables psheads reads θ from. Parameters
-    written through ``.data`` are not seen (hashing every weight on each call would cost more than
-    a forward): after such an edit, build a new ``RopeLens``.
+    written through ``.data`` are not seen (comparing every weight on each call would cost more
+    than a forward): after such an edit, build a new ``RopeLens``.
     """
-    identity = tuple((id(t), t.data_ptr(), t._version, t.dtype, t.device) for t in _tensors(model))
-    buffers = tuple(hashlib.blake2b(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes(),
-                                    digest_size=16).hexdigest()
-                    for module in model.modules() for t in module._buffers.values() if t is not None and t.numel())
-    return identity, buffers
+    modules = _module_tree(model)
+    tensors = [t for module in modules for tensors in (module._parameters, module._buffers)
+               for t in tensors.values() if t is not None]
+    identity = tuple((id(t), t.data_ptr(), t._version, t.dtype, t.device) for t in tensors)
+    buffers = [t.contiguous() for module in modules for t in module._buffers.values() if t is not None and t.numel()]
+    return identity, _Values(buffers)
 
 
 def _hook_last(point: torch.nn.Module, read: Callable[[Tensor], None]) -> list:
@@ -116,12 +145,7 @@ def _hook_last(point: torch.nn.Module, read: Callable[[Tensor], None]) -> list:
 
 def all_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The model's modules plus those of a bridge's HF model, each once."""
-    seen: dict[int, torch.nn.Module] = {}
-    for root in (model, getattr(model, "original_model", None)):
-        if isinstance(root, torch.nn.Module):
-            for module in root.modules():
-                seen.setdefault(id(module), module)
-    return list(seen.values())
+    return _module_tree(model, getattr(model, "original_model", None))
 
 
 @contextlib.contextmanager
