@@ -279,11 +279,15 @@ def figures(scores: pd.DataFrame, per_plane: pd.DataFrame) -> dict[str, object]:
 
 def main(out: str | Path | None = None, quick: bool = False, refresh_text: bool = False,
          analyse_only: bool = False) -> dict:
-    """Score, analyse and write everything to ``out`` (default: ``docs/data``; a temporary folder
-    with ``quick``, so that a check never overwrites the documented numbers). ``analyse_only``
-    re-reads the scores a previous run wrote there and redoes only the summaries and figures."""
+    """Score, analyse and write everything to ``out`` (default: the tables to ``psheads.data.TABLES``
+    and the figures to ``docs/data``; a temporary folder with ``quick``, so that a check never
+    overwrites the documented numbers). ``analyse_only`` re-reads the scores a previous run wrote
+    there and redoes only the summaries and figures."""
     settings = QUICK if quick else SETTINGS
-    out = Path(out if out is not None else tempfile.mkdtemp(prefix="gemma_quick_") if quick else ROOT / "docs" / "data")
+    if out is None and not quick:
+        out, figure_folder = data.TABLES, ROOT / "docs" / "data"
+    else:
+        out = figure_folder = Path(out if out is not None else tempfile.mkdtemp(prefix="gemma_quick_"))
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     if analyse_only:
@@ -304,7 +308,7 @@ def main(out: str | Path | None = None, quick: bool = False, refresh_text: bool 
     for name, frame in tables.items():
         _write(frame, out / name)
     for name, figure in figures(scores, per_plane).items():
-        figure.write_html(out / name, include_plotlyjs="directory", full_html=True, config={"displaylogo": False})
+        figure.write_html(figure_folder / name, include_plotlyjs="directory", full_html=True, config={"displaylogo": False})
     if not analyse_only:
         run["timings_s"]["total"] = round(time.perf_counter() - start, 1)
         (out / "gemma_run.json").write_text(json.dumps(run, indent=2) + "\n")
@@ -329,7 +333,8 @@ def report(tables: dict[str, pd.DataFrame]) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=None, help="output folder (default: docs/data; a temporary one with --quick)")
+    parser.add_argument("--out", default=None, help="output folder (default: the tables to src/psheads/data/tables and the figures to "
+                                                               "docs/data; a temporary one with --quick)")
     parser.add_argument("--quick", action="store_true", help="a tiny run (seconds) to check the script")
     parser.add_argument("--refresh-text", action="store_true", help="rebuild psheads/data/prose.txt from docs/*.md")
     parser.add_argument("--analyse-only", action="store_true",

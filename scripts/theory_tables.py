@@ -5,8 +5,8 @@ letters, evaluates their accuracy at n0 and beyond with ``psheads.evaluate``, me
 discrepancy on sampled prompts with ``psheads.discrepancy`` and writes, next to the
 exact worst case and Theorem 3.2's bounds:
 
-- ``docs/data/theory_accuracy.csv``: construction, length, accuracy, n, chance;
-- ``docs/data/theory_discrepancy.csv``: construction, length, sampled Δ (normalised), exact worst
+- ``src/psheads/data/tables/theory_accuracy.csv``: construction, length, accuracy, n, chance;
+- ``src/psheads/data/tables/theory_discrepancy.csv``: construction, length, sampled Δ (normalised), exact worst
   case, lower and upper bound, sampled Δ in logits, β.
 
     HF_HUB_OFFLINE=1 python scripts/theory_tables.py          # about a minute on a busy 2-core CPU
@@ -23,9 +23,9 @@ import pandas as pd
 
 import psheads
 from psheads import discrepancy
+from psheads.data import TABLES
 from psheads.models import theory
 
-ROOT = Path(__file__).resolve().parents[1]
 LENGTHS = (2, 3, 8, 16, 17, 18, 24, 32, 33, 34, 40, 48)
 
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n0", type=int, default=16)
     parser.add_argument("--n", type=int, default=512, help="prompts per length")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "data")
+    parser.add_argument("--out", type=Path, default=TABLES)
     args = parser.parse_args(argv)
     start = time.perf_counter()
     accuracy, margins = [], []

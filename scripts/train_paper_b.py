@@ -47,6 +47,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import psheads  # noqa: E402
+from psheads.data import TABLES  # noqa: E402
 from psheads.experiments.lengthgen import length_generalization  # noqa: E402
 from psheads.interface.distributed import ordered_map  # noqa: E402
 from psheads.models import checkpoints  # noqa: E402
@@ -151,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="VARIANT:TASK:SEED", help=f"cells to run (default: {PLAN})")
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "paper_b", help="run folders (checkpoints)")
     parser.add_argument("--device", default="cpu", help="where to train and measure (cpu, cuda, cuda:1, ...)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "data" / "paper_b", help="where the tables go")
+    parser.add_argument("--out", type=Path, default=TABLES / "paper_b", help="where the tables go")
     args = parser.parse_args(argv)
     cells = args.only or list(PLAN)
     for cell in cells:

@@ -1,5 +1,5 @@
 """Train more seeds of the number and letter models with paper B's recipe unchanged, and store their
-learning-dynamics and evaluation tables for the reproduction report (docs/data/seeds/).
+learning-dynamics and evaluation tables for the reproduction report (src/psheads/data/tables/seeds/).
 
 Each run resumes what its folder already holds, so an interrupted call loses at most one checkpoint
 interval. Only the tables are stored (the weights stay in the runs folder).
@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import psheads
+from psheads.data import TABLES
 from psheads.interface.distributed import is_main, ordered_map
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--tasks", nargs="+", default=["number", "letter"], choices=["number", "letter"])
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "seeds", help="run folders (checkpoints)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "data" / "seeds", help="where the tables go")
+    parser.add_argument("--out", type=Path, default=TABLES / "seeds", help="where the tables go")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
 

@@ -37,8 +37,8 @@ import torch
 
 import psheads
 from psheads import discrepancy
+from psheads.data import TABLES
 
-ROOT = Path(__file__).resolve().parents[1]
 LENGTHS = (17, 33, 65, 145, 289, 529, 1041, 2065, 4113)
 
 
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--token-budget", type=int, default=16384, help="prompt tokens per forward pass")
     parser.add_argument("--parts", nargs="+", choices=["attention", "discrepancy"], default=["attention", "discrepancy"])
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "data")
+    parser.add_argument("--out", type=Path, default=TABLES)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(args.seed)

@@ -5,7 +5,7 @@ Convention for Python examples in ``docs/*.md`` and ``README.md``:
 - every ```` ```python ```` block is **run**: the blocks of one page run in order in one fresh
   subprocess (they share state, like notebook cells), offline (``HF_HUB_OFFLINE=1``), with a
   timeout, in a temporary working directory where ``docs/`` is the repository's (so
-  ``docs/data/...`` reads as from a clone and written files land elsewhere); a failure names the
+  ``docs/...`` reads as from a clone and written files land elsewhere); a failure names the
   page, the block number and its first line, with the traceback;
 - a block that must not run (pseudo-code, a path on the reader's machine, hours of training) has
   ``<!-- not run: reason -->`` on the line right before its fence; the reason is required;

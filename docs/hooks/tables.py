@@ -1,6 +1,7 @@
 """MkDocs hook: tables of measured results, written at build time from the CSV files the scripts produce.
 
-A line ``<!-- table: NAME -->`` becomes the table ``VIEWS[NAME]`` builds from ``docs/data``, so a page
+A line ``<!-- table: NAME -->`` becomes the table ``VIEWS[NAME]`` builds from the stored tables
+shipped in the package (``psheads.data.TABLES``, ``src/psheads/data/tables/`` in a clone), so a page
 never types a measured number: rerunning the script (``scripts/atlas.py``, ``scripts/llm_tasks.py``)
 and rebuilding the site updates it.
 """
@@ -9,13 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from pathlib import Path
 
 import pandas as pd
 
+from psheads.data import TABLES as DATA
 from psheads.reproduction.report import LLM_TASK_TABLES as LLM_TASK_FILES
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 ATLAS = DATA / "atlas"
 MARKER = re.compile(r"^<!-- table: (?P<name>[a-z_]+) -->$", re.MULTILINE)
 MODELS = ("gemma-3-270m", "smollm2-135m", "qwen2.5-coder-0.5b")

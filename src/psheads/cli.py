@@ -677,7 +677,7 @@ def _add_reproduce(sub: Any) -> None:
                                 "best-validation checkpoints instead of the shipped ones")
     reproduce.add_argument("--runs", default="runs/reproduce", metavar="DIR", help="where --full trains")
     reproduce.add_argument("--data", metavar="DIR",
-                           help="folder of the stored experiment tables (default: the repository's docs/data)")
+                           help="folder of the stored experiment tables (default: the ones shipped in psheads.data)")
     reproduce.add_argument("--prompts", type=_positive_int, default=512, help="prompts per live measurement")
     reproduce.add_argument("--seed", type=_seed, default=0, help="seed of the live measurements' prompts")
 

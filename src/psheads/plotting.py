@@ -849,7 +849,7 @@ def accuracy_under_ablation(frame: pd.DataFrame) -> go.Figure:
     Args:
         frame: a ``psheads.experiments.ablation.ablate`` frame (``intervention, hops, accuracy``; ``n`` shows on
             hover), or several stacked with a ``model`` or ``task`` column, such as
-            ``docs/data/causal_tests.csv``.
+            ``psheads.data.table("causal_tests", dtype={"hops": str})``.
 
     Raises:
         ValueError: missing columns, no rows, or two rows for one (panel, intervention, hop count).
@@ -888,7 +888,7 @@ def accuracy_by_band(frame: pd.DataFrame) -> go.Figure:
 
     Args:
         frame: a ``psheads.experiments.gating_sweep.gating_sweep`` frame (``task, band, seed, accuracy``; ``planes``
-            shows on hover), such as ``docs/data/gating_sweep.csv``.
+            shows on hover), such as ``psheads.data.table("gating_sweep")``.
 
     Raises:
         ValueError: missing columns, no rows, or one run with two different accuracies.

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
-from psheads import plotting
+from psheads import data, plotting
 from psheads.results import schema
-
-SHIPPED = Path(__file__).resolve().parents[2] / "docs" / "data" / "gating_sweep.csv"
 
 
 def _frame() -> pd.DataFrame:
@@ -57,9 +53,8 @@ def test_bad_frames_are_refused(change, error: type, match: str) -> None:
         plotting.accuracy_by_band(change(_frame()))
 
 
-@pytest.mark.skipif(not SHIPPED.exists(), reason="the shipped sweep has not been run")
 def test_the_shipped_sweep_draws() -> None:
-    frame = pd.read_csv(SHIPPED)
+    frame = data.table("gating_sweep")
     assert list(frame.columns) == schema.GATING_SWEEP.names
     heatmap = plotting.accuracy_by_band(frame).data[0]
     assert list(heatmap.y) == list(dict.fromkeys(frame["task"]))

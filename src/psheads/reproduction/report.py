@@ -33,6 +33,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 import psheads
+from psheads import data as stored_tables
 from psheads import plotting
 from psheads.interface import validation
 from psheads.interface.progress import progress_bar
@@ -60,8 +61,8 @@ class ReportConfig:
     """What the report measures live and where it reads the stored tables.
 
     Attributes:
-        data: folder of the stored experiment tables (default: the ``docs/data`` folder of the
-            repository psheads runs from; sections whose tables are missing say so).
+        data: folder of the stored experiment tables (default: the tables shipped in the package,
+            ``psheads.data.TABLES``; sections whose tables are missing say so).
         prompts: task prompts for the live scores and frequency profiles of each model.
         check_lengths: prompt lengths at which the stored length-generalization curves are re-measured.
         check_prompts: prompts per length for that check.
@@ -93,7 +94,7 @@ class ReportConfig:
     @property
     def data_folder(self) -> Path:
         """The stored tables' folder."""
-        return self.data if self.data is not None else Path(psheads.__file__).resolve().parents[2] / "docs" / "data"
+        return self.data if self.data is not None else stored_tables.TABLES
 
 
 @dataclass(frozen=True)
@@ -238,7 +239,7 @@ def _stored(folder: Path, name: str, section: Section) -> pd.DataFrame | None:
     path = folder / name
     if not path.is_file():
         section.notes.append(f"Stored table {name} not found in {folder}; its claims are not measured here "
-                             "(run the report from a clone of the repository, or pass --data).")
+                             "(pass --data to a folder that holds it).")
         return None
     return pd.read_csv(path)
 

@@ -253,7 +253,7 @@ GATING_SWEEP = FrameSchema("gating_sweep", (
     *(column for column in SCORES.columns if column.name in ("positional", "symbolic", "positional_std",
                                                               "symbolic_std", "label")),
 ))
-"""``psheads.experiments.gating_sweep.gating_sweep``: one row per task, band, seed, layer and head (``docs/data/gating_sweep.csv``)."""
+"""``psheads.experiments.gating_sweep.gating_sweep``: one row per task, band, seed, layer and head (stored: ``psheads.data.table("gating_sweep")``)."""
 
 
 _ATLAS = (
