@@ -756,18 +756,6 @@ class BridgeBackend(Backend):
             for config, implementation in configs.values():
                 config._attn_implementation = implementation
 
-    def _embeddings_recorder(self, layer: int, store: dict, table: Callable[[Tensor, bool], Tensor]) -> Callable:
-        """A pre-hook on the Hugging Face attention of ``layer`` that stores the tables it receives as
-        ``position_embeddings``: ``(cos, sin)``, or ``(sin, cos)`` at half width for GPT-J."""
-        gptj = self.family.tables != "cos_sin_hooks"
-
-        def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
-            first, second = kwargs["position_embeddings"]
-            cos, sin = (second, first) if gptj else (first, second)
-            store[layer] = {"cos": table(cos, widen=gptj), "sin": table(sin, widen=gptj)}
-
-        return pre_hook
-
     @contextlib.contextmanager
     def sdpa_table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
         """The tables from the ``position_embeddings`` each Hugging Face attention receives."""
