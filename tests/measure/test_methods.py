@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import psheads
-from psheads.measure import engine, methods
+from psheads.measure import engine, kernels, methods
 from psheads.measure.engine import KeyLogits
 from psheads.results import schema
 
@@ -80,11 +80,17 @@ def test_the_normaliser_does_not_cancel_when_two_keys_hold_all_the_mass() -> Non
     assert float(relative.max()) < 1e-12
 
 
+@pytest.mark.parametrize(("compile", "tiles"), [("0", (16, 512)), ("0", (4, 8)), ("1", (4, 8))])
 @pytest.mark.parametrize("chunk", [2**28, 3000])
 @pytest.mark.parametrize(("n", "k", "block_size"), [(40, 3, 1), (41, 2, 2), (30, 5, 3), (64, 4, 1)])
-def test_long_prompt_rows_agree_with_the_literal_definition(monkeypatch, n, k, block_size, chunk) -> None:
-    """``n > k``: scores come from the rows of heavy blocks (tiled when the budget is small)."""
+def test_long_prompt_rows_agree_with_the_literal_definition(monkeypatch, n, k, block_size, chunk, compile,
+                                                            tiles) -> None:
+    """``n > k``: scores come from tiles of heavy blocks' rows (several tiles and column chunks with
+    small tiles, entries split when the budget is small), eager and compiled."""
     monkeypatch.setattr(engine, "CHUNK_BYTES", chunk)
+    monkeypatch.setenv(kernels.COMPILE_ENV, compile)
+    monkeypatch.setattr(methods, "ROW_TILE", tiles[0])
+    monkeypatch.setattr(methods, "COLUMN_TILE", tiles[1])
     generator = torch.Generator().manual_seed(n + k)
     for scale in (0.3, 3.0, 30.0):
         positions = torch.randn(n, k, generator=generator, dtype=torch.float64)

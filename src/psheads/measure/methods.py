@@ -36,7 +36,6 @@ Both built-ins are exact and avoid every |S|³ cost:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -45,7 +44,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from psheads.interface import validation
-from psheads.measure import engine
+from psheads.measure import engine, kernels
 from psheads.measure.engine import KeyLogits
 from psheads.measure.prompts import PromptConfig, PromptOptions
 from psheads.rope import geometry
@@ -224,23 +223,47 @@ def skip_threshold(d_blocks: Float[Tensor, "*lead block"], tau: float) -> Float[
     return spread - tau * (math.log(n_pairs) - math.log(_FP64_RESOLUTION))
 
 
+def _block_sums(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    """``(Σ e^x, Σ e^y)`` over the last dim (a block's positions), shifted by their common maximum.
+
+    The larger of the two is at least 1 (no under- or overflow); single positions take one
+    exponential.
+    """
+    if x.shape[-1] == 1:
+        diff = (y - x)[..., 0]
+        smaller = (-diff.abs()).exp()
+        up = diff > 0
+        return torch.where(up, smaller, 1.0), torch.where(up, 1.0, smaller)
+    shift = torch.maximum(x.amax(-1), y.amax(-1)).unsqueeze(-1)
+    return (x - shift).exp().sum(-1), (y - shift).exp().sum(-1)
+
+
+def _oriented_cosines(u: Tensor, v: Tensor, rho: Tensor) -> tuple[Tensor, Tensor]:
+    """Cosines of ``(u, v)`` with ``(1, ρ)`` and with ``(ρ, 1)``, in ``[0, 1]``.
+
+    ``(u, v)`` stands for the swapped attention ``(d_i(πx), d_j(πx))`` of a pair whose heavier
+    block ``i`` has base attention ``d_i`` and lighter ``j`` has ``d_j = ρ·d_i``: both normalisers
+    cancel in a cosine.
+    """
+    scale = ((u * u + v * v) * (1 + rho * rho)).rsqrt()
+    # both vectors are non-negative: a cosine in [0, 1], which rounding must not leave
+    return ((u + v * rho) * scale).clamp(0, 1), ((u * rho + v) * scale).clamp(0, 1)
+
+
 def _pair_cosines(x: Tensor, y: Tensor, d_i: Tensor, d_j: Tensor) -> tuple[Tensor, Tensor]:
     """Cosines of the swapped block attention with ``(d_i, d_j)`` and ``(d_j, d_i)``.
 
     ``x[..., k] = M[i_k, j_k]`` and ``y[..., k] = M[j_k, i_k]`` are the swapped blocks' logits.
-    The swapped softmax's normaliser cancels in a cosine, so ``(Σ e^x, Σ e^y)`` stands for
-    ``(d_i(πx), d_j(πx))``, shifted by its own maximum (no under- or overflow).
+    Each pair is turned heavier block first (the cosines do not change); a pair with no base
+    attention at all has cosines 0.
     """
-    if x.shape[-1] == 1:  # single positions: one exponential each
-        x, y = x[..., 0], y[..., 0]
-        shift = torch.maximum(x, y)
-        u, v = (x - shift).exp(), (y - shift).exp()  # the larger is 1: no underflow
-    else:
-        shift = torch.maximum(x.amax(-1), y.amax(-1)).unsqueeze(-1)
-        u, v = (x - shift).exp().sum(-1), (y - shift).exp().sum(-1)  # the larger is ≥ 1
-    norm = ((u.square() + v.square()).sqrt() * torch.hypot(d_i, d_j)).clamp_min(torch.finfo(torch.float64).tiny)
-    # both vectors are non-negative: a cosine in [0, 1], which rounding must not leave
-    return ((u * d_i + v * d_j) / norm).clamp(0, 1), ((u * d_j + v * d_i) / norm).clamp(0, 1)
+    first = (d_i >= d_j)[..., None]
+    x, y = torch.where(first, x, y), torch.where(first, y, x)
+    heavy, light = torch.maximum(d_i, d_j), torch.minimum(d_i, d_j)
+    alive = heavy > 0
+    rho = torch.where(alive, light / torch.where(alive, heavy, 1.0), 0.0)
+    cos_pos, cos_sym = _oriented_cosines(*_block_sums(x, y), rho)
+    return cos_pos * alive, cos_sym * alive
 
 
 def _diagonal_blocks(slab: Tensor, block_size: int) -> Tensor:
@@ -261,76 +284,136 @@ def swap_scores(logits: KeyLogits, block_size: int, tau: float) -> tuple[Float[T
     pair from all of M. For long prompts each pair is read from the row of its heavier block:
     blocks are ranked by attention mass, a block's partners are a prefix of the lighter ranks, and
     only rows with partners are formed (by matrix products), each up to its last partner, so a
-    peaked head costs O(|S|·k) and a diffuse one O(|S|²·k).
+    peaked head costs O(|S|·k) and a diffuse one O(|S|²·k). The pair cosines of long prompts run
+    as one fused kernel (``psheads.measure.kernels``) once their work is large.
     """
     d_blocks = block_attention(logits, block_size).flatten(0, -2)  # [L, nb]
-    threshold = skip_threshold(d_blocks, tau)[:, None]
-    spread = d_blocks.amax(-1) - d_blocks.amin(-1)
-    device = d_blocks.device  # everything runs where the logits are (the model's device)
-    sums = torch.zeros(3, len(d_blocks), dtype=torch.float64, device=device)  # Σ α·cos_pos, Σ α·cos_sym, Σ α
-
-    def weighted(x: Tensor, y: Tensor, d_i: Tensor, d_j: Tensor, spread: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """``(α·cos_pos, α·cos_sym, α)`` of pairs with block logits ``x``, ``y`` and masses ``d_i``, ``d_j``."""
-        weight = (((d_i - d_j).abs() - spread) / tau).exp()
-        cos_pos, cos_sym = _pair_cosines(x, y, d_i, d_j)
-        return weight * cos_pos, weight * cos_sym, weight
-
-    def add(x: Tensor, y: Tensor, d_i: Tensor, d_j: Tensor, lead: Tensor) -> None:
-        """Accumulate pairs: block logits ``x``, ``y`` ``[pair, b]``, masses ``[pair]``, entries ``[pair]``."""
-        for row, value in enumerate(weighted(x, y, d_i, d_j, spread[lead])):
-            sums[row].index_add_(0, lead, value)
-
-    if logits.small_matrix is not None:  # the pairs that carry weight, straight from M
-        pairs = block_pairs(d_blocks.shape[-1], device)
-        whole = logits.small_matrix.flatten(0, -3)
-        offsets = torch.arange(block_size, device=device)
-        step = max(1, engine.CHUNK_BYTES // (8 * 8 * max(1, len(pairs))))
-        for first in range(0, len(whole), step):
-            part = slice(first, first + step)
-            d_i, d_j = d_blocks[part, pairs[:, 0]], d_blocks[part, pairs[:, 1]]
-            lead, pair = ((d_i - d_j).abs() >= threshold[part]).nonzero(as_tuple=True)
-            rows, cols = (pairs[pair, side, None] * block_size + offsets for side in (0, 1))
-            entry = lead[:, None] + first
-            add(whole[entry, rows, cols], whole[entry, cols, rows], d_i[lead, pair], d_j[lead, pair], lead + first)
+    threshold = skip_threshold(d_blocks, tau)
+    if logits.small_matrix is None:
+        sums = _heavy_row_sums(logits.flat(), d_blocks, threshold, tau, block_size)
     else:
-        for x, y, d_i, d_j, keep in _heavy_rows(logits.flat(), d_blocks, threshold[:, 0], block_size):
-            x, y = _diagonal_blocks(x, block_size), _diagonal_blocks(y, block_size)  # [L, t, w, b]
-            if 2 * int(keep.sum()) >= keep.numel():  # a dense tile (diffuse heads): mask instead of gathering
-                values = weighted(x, y, d_i, d_j, spread[:, None, None])
-                for row, value in enumerate(values):
-                    sums[row] += value.where(keep, 0.0).sum((1, 2))
-            else:
-                lead, row, col = keep.nonzero(as_tuple=True)
-                add(x[lead, row, col], y[lead, row, col], d_i[lead, row, 0], d_j[lead, 0, col], lead)
+        sums = _small_matrix_sums(logits.small_matrix.flatten(0, -3), d_blocks, threshold, tau, block_size)
     return (sums[0] / sums[2]).reshape(logits.lead), (sums[1] / sums[2]).reshape(logits.lead)
 
 
-def _heavy_rows(flat: KeyLogits, d_blocks: Tensor, threshold: Tensor, block_size: int) -> Iterator[tuple]:
-    """Tiles ``(M[rows, cols], M[cols, rows]ᵀ, d_rows, d_cols, keep)`` over the rows of the blocks
-    that have partners, the heaviest tile first (rows ascending in rank within a tile), columns the
-    lighter blocks in rank order."""
+def _small_matrix_sums(whole: Float[Tensor, "entry n n"], d_blocks: Tensor, threshold: Tensor, tau: float,
+                       block_size: int) -> Float[Tensor, "3 entry"]:
+    """``(Σ α·cos_pos, Σ α·cos_sym, Σ α)`` of every entry, the pairs that carry weight read from M."""
+    device = d_blocks.device  # everything runs where the logits are (the model's device)
+    spread = d_blocks.amax(-1) - d_blocks.amin(-1)
+    sums = torch.zeros(3, len(d_blocks), dtype=torch.float64, device=device)
+    pairs = block_pairs(d_blocks.shape[-1], device)
+    offsets = torch.arange(block_size, device=device)
+    step = max(1, engine.CHUNK_BYTES // (8 * 8 * max(1, len(pairs))))
+    for first in range(0, len(whole), step):
+        part = slice(first, first + step)
+        d_i, d_j = d_blocks[part, pairs[:, 0]], d_blocks[part, pairs[:, 1]]
+        lead, pair = ((d_i - d_j).abs() >= threshold[part, None]).nonzero(as_tuple=True)
+        rows, cols = (pairs[pair, side, None] * block_size + offsets for side in (0, 1))
+        entry = lead[:, None] + first
+        d_i, d_j = d_i[lead, pair], d_j[lead, pair]
+        weight = (((d_i - d_j).abs() - spread[lead + first]) / tau).exp()
+        cos_pos, cos_sym = _pair_cosines(whole[entry, rows, cols], whole[entry, cols, rows], d_i, d_j)
+        for row, value in enumerate((weight * cos_pos, weight * cos_sym, weight)):
+            sums[row].index_add_(0, lead + first, value)
+    return sums
+
+
+#: Ranks of heavier blocks per tile, and of lighter partners per column chunk, of the compiled kernel.
+ROW_TILE, COLUMN_TILE = 64, 512
+
+
+def _tile_row_sums(x: Tensor, y: Tensor, inverse_rows: Tensor, d_cols: Tensor, c_cols: Tensor,
+                   n_partners: Tensor) -> Float[Tensor, "3 entry row"]:
+    """Per row of a tile: ``Σ_j c_j·cos_pos``, ``Σ_j c_j·cos_sym`` and ``Σ_j c_j`` over its partners.
+
+    Args:
+        x: ``[entry, row·b, col·b]`` ``M[rows, cols]`` (heavier blocks' rows, lighter blocks' columns).
+        y: ``[entry, row·b, col·b]`` ``M[cols, rows]ᵀ``.
+        inverse_rows: ``[entry, row]`` ``1 / d_i`` (0 where ``d_i = 0``).
+        d_cols: ``[entry, col]`` ``d_j``; c_cols: ``[entry, col]`` the columns' weight factors.
+        n_partners: ``[entry, row]`` partners of each row among the tile's columns (a prefix).
+    """
+    block_size = x.shape[-2] // inverse_rows.shape[-1]
+    u, v = _block_sums(_diagonal_blocks(x, block_size), _diagonal_blocks(y, block_size))
+    cos_pos, cos_sym = _oriented_cosines(u, v, d_cols[:, None, :] * inverse_rows[:, :, None])
+    keep = torch.arange(c_cols.shape[-1], device=c_cols.device) < n_partners[:, :, None]
+    c = torch.where(keep, c_cols[:, None, :], 0.0)
+    return torch.stack([(c * cos_pos).sum(-1), (c * cos_sym).sum(-1), c.sum(-1)])
+
+
+_tile_kernel = kernels.Fused(_tile_row_sums)
+
+
+def _heavy_row_sums(flat: KeyLogits, d_blocks: Tensor, threshold: Tensor, tau: float,
+                    block_size: int) -> Float[Tensor, "3 entry"]:
+    """``(Σ α·cos_pos, Σ α·cos_sym, Σ α)`` of every entry, from tiles of heavier ranks × lighter ranks.
+
+    A pair's weight ``α = exp((d_i − d_j − spread) / τ)`` (``d_i ≥ d_j``) factors into
+    ``r_i = exp((d_i − d_max) / τ)`` and ``c_j = exp((d_min − d_j) / τ)``, both at most 1. Ranks are
+    padded with empty blocks to whole tiles (static shapes for the compiled kernel); entries
+    with no partner in a tile are left out of it.
+    """
     n_lead, n_blocks = d_blocks.shape
     device = d_blocks.device
     ordered, order = d_blocks.sort(dim=-1)  # ascending mass
     ranks = torch.arange(n_blocks, device=device)
     partners = torch.searchsorted(ordered, (ordered - threshold[:, None].clamp_min(0)).contiguous(), right=True)
     partners = torch.minimum(partners, ranks)  # lighter partners of each rank: ranks 0 … partners − 1
-    n_heavy = int((partners > 0).sum(-1).max())  # the heaviest ranks have partners
+    n_heavy, most = int((partners > 0).sum(-1).max()), int(partners.max())  # the heaviest ranks have partners
+    work = int(partners.sum())  # pairs that carry weight
+    compiled = _tile_kernel.compiles(work)
+    if compiled:  # static tile shapes: one compiled kernel serves every call
+        n_rows, n_cols = ROW_TILE, COLUMN_TILE
+    else:  # the fewest eager calls the memory budget allows: every partner at once, as many rows as fit
+        n_cols = most
+        n_rows = min(n_heavy, max(1, engine.CHUNK_BYTES // (8 * 16 * n_lead * n_cols * block_size**2)))
+    lowest = n_blocks - -(-n_heavy // n_rows) * n_rows  # lowest row rank, maybe below 0 (padding)
+    front, back = max(0, -lowest), max(0, -(-most // n_cols) * n_cols - n_blocks)
+
+    def padded(values: Tensor, per_block: int = 1) -> Tensor:
+        """``values`` ``[L, ranks·per_block, ...]`` with ``front`` empty ranks before and ``back`` after."""
+        pad = [0, 0] * (values.ndim - 2) + [front * per_block, back * per_block]
+        return torch.nn.functional.pad(values, pad)
+
     offsets, lead = torch.arange(block_size, device=device), torch.arange(n_lead, device=device)[:, None]
-    tile = max(1, engine.CHUNK_BYTES // (8 * 12 * n_lead * block_size**2 * max(1, int(partners.max()))))
-    # both factors in rank order, gathered once: every tile's rows and columns are then slices
     by_rank = (order[:, :, None] * block_size + offsets).flatten(1)  # [L, nb·b] positions in S
-    p_ranked, t_ranked = _gather_rows(flat.positions, lead, by_rank), flat.tokens[lead, by_rank]
-    for top in range(n_blocks, n_blocks - n_heavy, -tile):  # tiles of ranks, heaviest first
-        rows = slice(max(n_blocks - n_heavy, top - tile), top)  # ascending ranks within the tile
-        width = int(partners[:, top - 1].max())  # the heaviest row of the tile has the most partners
-        row_span, col_span = slice(rows.start * block_size, top * block_size), slice(0, width * block_size)
-        p_rows, t_rows = p_ranked[:, row_span], t_ranked[:, row_span]
-        p_cols, t_cols = p_ranked[:, col_span], t_ranked[:, col_span]
-        x = geometry.soft_cap(p_rows @ t_cols.transpose(-1, -2), flat.softcap)  # M[rows, cols]
-        y = geometry.soft_cap(p_cols @ t_rows.transpose(-1, -2), flat.softcap).transpose(-1, -2)  # M[cols, rows]ᵀ
-        keep = torch.arange(width, device=device) < partners[:, rows, None]  # [L, t, w]
-        yield x, y, ordered[:, rows, None], ordered[:, None, :width], keep
+    p_ranked = padded(_gather_rows(flat.positions, lead, by_rank), block_size)
+    t_ranked = padded(flat.tokens[lead, by_rank], block_size)
+    alive = ordered > 0
+    row_weight = padded(((ordered - ordered[:, -1:]) / tau).exp())  # r_i
+    row_alive = padded(alive.double())  # a heavier block without attention has cosines 0
+    inverse = padded(torch.where(alive, 1 / torch.where(alive, ordered, 1.0), 0.0))
+    d_cols, c_cols = padded(ordered), padded(((ordered[:, :1] - ordered) / tau).exp())
+    partners = padded(partners)
+    sums = torch.zeros(3, n_lead, dtype=torch.float64, device=device)
+    step = max(1, engine.CHUNK_BYTES // (8 * 16 * n_rows * n_cols * block_size**2))  # entries per call
+    for top in range(n_blocks + front, lowest + front, -n_rows):  # tiles of ranks, heaviest first
+        rows = slice(top - n_rows, top)
+        row_span = slice(rows.start * block_size, rows.stop * block_size)
+        reach = partners[:, rows].amax(-1)  # [L] partners of each entry's heaviest row in the tile
+        width = n_cols if compiled else int(reach.max())  # eager tiles end at their last partner
+        for start in range(front, front + int(reach.max()), width):  # column chunks, lightest first
+            cols = slice(start, start + width)
+            col_span = slice(start * block_size, cols.stop * block_size)
+            active = reach > start - front
+            if bool(active.all()):  # contiguous entries: views, no copies
+                parts = [slice(first, first + step) for first in range(0, n_lead, step)]
+            else:
+                parts = list(active.nonzero()[:, 0].split(step))
+            for entries in parts:
+                p_rows, t_rows = p_ranked[entries, row_span], t_ranked[entries, row_span]
+                p_cols, t_cols = p_ranked[entries, col_span], t_ranked[entries, col_span]
+                x = geometry.soft_cap(p_rows @ t_cols.transpose(-1, -2), flat.softcap)  # M[rows, cols]
+                y = geometry.soft_cap(p_cols @ t_rows.transpose(-1, -2), flat.softcap).transpose(-1, -2)
+                within = partners[entries, rows] - (start - front)
+                row_sums = _tile_kernel(x, y, inverse[entries, rows], d_cols[entries, cols], c_cols[entries, cols],
+                                        within, work=work)
+                r, kept = row_weight[entries, rows], row_alive[entries, rows]
+                totals = torch.stack([(row_sums[0] * r * kept).sum(-1), (row_sums[1] * r * kept).sum(-1),
+                                      (row_sums[2] * r).sum(-1)])
+                sums[:, entries] += totals
+    return sums
 
 
 @dataclass
