@@ -105,6 +105,21 @@ def test_long_prompt_rows_agree_with_the_literal_definition(monkeypatch, n, k, b
             assert float(fast_sym[lead]) == pytest.approx(s_sym, abs=1e-12)
 
 
+def test_non_finite_logits_give_nan_scores_on_long_prompts() -> None:
+    """An entry whose logits are NaN scores NaN (``nonfinite="nan"``); its neighbours are unaffected."""
+    generator = torch.Generator().manual_seed(3)
+    positions = torch.randn(40, 3, generator=generator, dtype=torch.float64)
+    tokens = torch.randn(2, 40, 3, generator=generator, dtype=torch.float64)
+    other = torch.zeros(2, 1, dtype=torch.float64)
+    fine = methods.swap_scores(KeyLogits(positions, tokens, other, None), 1, 1e-4)
+    tokens[0] = float("nan")
+    broken = methods.swap_scores(KeyLogits(positions, tokens, other, None), 1, 1e-4)
+    for before, after in zip(fine, broken):
+        assert torch.isnan(after[0]) and float(after[1]) == pytest.approx(float(before[1]), abs=1e-15)
+    for single in methods.swap_scores(KeyLogits(positions, tokens[:1], other[:1], None), 1, 1e-4):
+        assert torch.isnan(single).all()
+
+
 def test_skipped_pairs_carry_less_than_fp64_resolution() -> None:
     """A peaked head: most pairs are skipped, their α sums below 2⁻⁵³, the score is unchanged."""
     generator = torch.Generator().manual_seed(7)
