@@ -78,6 +78,8 @@ def _plane_like(n_lead: int, n: int, softcap: float | None, seed: int) -> KeyLog
 @pytest.mark.parametrize(("block_size", "softcap"), [(1, None), (2, 30.0)])
 def test_the_compiled_swap_kernel_equals_the_eager_one(monkeypatch, block_size, softcap) -> None:
     """Past one column chunk and many row tiles (1100 keys); the compiler must work on CI machines."""
+    torch._dynamo.reset()  # compile afresh, whatever other tests compiled before (Dynamo's recompile limit)
+    torch._dynamo.utils.counters.clear()
     logits = _plane_like(3, 1100, softcap, seed=block_size)
     monkeypatch.setenv(kernels.COMPILE_ENV, "0")
     eager = methods.swap_scores(logits, block_size, 1e-4)
@@ -86,6 +88,7 @@ def test_the_compiled_swap_kernel_equals_the_eager_one(monkeypatch, block_size, 
     monkeypatch.setenv(kernels.COMPILE_ENV, "1")
     compiled = methods.swap_scores(logits, block_size, 1e-4)
     assert fused._compiled is not None and not fused._failed
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1  # a graph was compiled, not skipped
     for a, b in zip(eager, compiled):
         torch.testing.assert_close(b, a, rtol=1e-13, atol=0)
     assert not torch.allclose(eager[0], eager[1])  # the scores are not degenerate

@@ -54,7 +54,9 @@ class Fused:
         if not self.compiles(work):
             return self.fn(*args)
         if self._compiled is None:
-            self._compiled = torch.compile(self.fn, dynamic=False, fullgraph=True)
+            # no fullgraph: past Dynamo's recompile limit (many distinct shapes in one process) new
+            # shapes then run eagerly instead of failing
+            self._compiled = torch.compile(self.fn, dynamic=False)
         for arg in args:
             if isinstance(arg, Tensor) and arg.ndim:
                 torch._dynamo.maybe_mark_dynamic(arg, 0)
