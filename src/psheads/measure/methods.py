@@ -392,8 +392,9 @@ def _heavy_row_sums(flat: KeyLogits, d_blocks: Tensor, threshold: Tensor, tau: f
         rows = slice(top - n_rows, top)
         row_span = slice(rows.start * block_size, rows.stop * block_size)
         reach = partners[:, rows].amax(-1)  # [L] partners of each entry's heaviest row in the tile
-        width = n_cols if compiled else int(reach.max())  # eager tiles end at their last partner
-        for start in range(front, front + int(reach.max()), width):  # column chunks, lightest first
+        last = int(reach.max())
+        width = n_cols if compiled else last  # eager tiles end at their last partner
+        for start in range(front, front + last, width):  # column chunks, lightest first
             cols = slice(start, start + width)
             col_span = slice(start * block_size, cols.stop * block_size)
             active = reach > start - front
