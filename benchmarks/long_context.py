@@ -1,12 +1,22 @@
-"""score_heads at a zoo LLM's long context: time and peak memory against the model's own forwards.
+"""score_heads at a long context: time and peak memory against the model's own forwards.
 
-One prompt of natural text (the prose that ships in ``psheads.data``, repeated to the length)
-per call, each call in a fresh subprocess: the bridge's forward (eager attention: every layer's
-[head, query, key] scores), the Hugging Face model's own SDPA forward, and ``score_heads`` with
-each method (above ``SCORES_BYTES`` its capture runs SDPA, see docs/scale.md). Peak memory is the
-RSS growth above the RSS after loading and warming up the model, sampled every 2 ms.
+One prompt per call: natural text for a zoo LLM (the prose that ships in ``psheads.data``,
+repeated to the length), random tokens for a random-weight shape of ``long_prompts.py``
+(``random``: Gemma 3 270M's configuration; ``qwen2.5-1.5b-random``). The calls: the bridge's
+forward (eager attention: every layer's [head, query, key] scores), the Hugging Face model's own
+SDPA forward, and ``score_heads`` with each method (above ``SCORES_BYTES`` its capture runs SDPA,
+see docs/scale.md). ``score_heads`` is warmed up on a prompt of up to 2,048 tokens first, so the
+fused pair kernel's compilation is not timed.
 
-Usage: python benchmarks/long_context.py --weights smollm2-135m --length 8192 [--calls forward sdpa anova swap]
+On the CPU each call runs in a fresh subprocess and its peak memory is the RSS growth above the
+RSS after loading and warming up the model, sampled every 2 ms. With ``--device cuda`` all calls
+run in one process, each once at full length untimed (kernels compiled, caches warm) and then
+timed between device synchronisations; the peak is the CUDA allocator's peak above what was
+allocated before the call (the weights). ``--dtype`` sets the weights' dtype (bfloat16 lets SDPA
+use its flash kernels on a GPU).
+
+Usage: python benchmarks/long_context.py --weights smollm2-135m --lengths 8192 [--calls forward sdpa anova swap]
+       python benchmarks/long_context.py --weights random --lengths 2048 32768 --device cuda --calls sdpa anova swap
 """
 
 from __future__ import annotations
@@ -16,17 +26,21 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import torch  # noqa: E402
+import transformers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from long_prompts import RANDOM, random_directory  # noqa: E402  (benchmarks/long_prompts.py)
 from rss import peak_rss_growth_mb  # noqa: E402  (benchmarks/rss.py)
 
 import psheads  # noqa: E402
@@ -36,65 +50,115 @@ from psheads.models import zoo  # noqa: E402
 CALLS = ("forward", "sdpa", "anova", "swap")
 
 
-def prompt(model, length: int) -> torch.Tensor:
-    """``[1, length]`` tokens of the shipped prose, repeated as often as needed."""
+def prompt(model, weights: str, length: int) -> torch.Tensor:
+    """``[1, length]`` tokens: random ids for a random shape, else the shipped prose repeated."""
+    if weights in RANDOM:
+        return torch.randint(0, RANDOM[weights][2]["vocab_size"], (1, length),
+                             generator=torch.Generator().manual_seed(0))
     ids = model.to_tokens(data.path("prose.txt").read_text(encoding="utf-8"))[0]
-    return ids.repeat(length // len(ids) + 1)[:length][None]
+    return ids.repeat(length // len(ids) + 1)[:length][None].cpu()
 
 
-def child(weights: str, call: str, length: int) -> None:
-    """One call in this process; prints ``{"seconds": …, "peak_mb": …}``."""
-    directory = zoo.load_pretrained(weights).info["directory"]
-    model = zoo.boot_local(directory)
-    tokens = prompt(model, length)
-    if call == "sdpa":
-        import transformers
+class Calls:
+    """The calls on one model directory, booted once on ``device``."""
 
-        hf = transformers.AutoModelForCausalLM.from_pretrained(directory, attn_implementation="sdpa").eval()
+    def __init__(self, directory: str, weights: str, device: str, dtype: torch.dtype = torch.float32) -> None:
+        self.directory, self.weights, self.device, self.dtype = directory, weights, device, dtype
+        self.model = zoo.boot_local(directory, dtype=dtype, device=device)
+        self.hf: transformers.PreTrainedModel | None = None
+        self.lens: psheads.RopeLens | None = None
 
-        def run() -> None:
+    def runner(self, call: str, length: int) -> Callable[[], None]:
+        """``call`` on one prompt of ``length`` tokens, warmed up."""
+        tokens = prompt(self.model, self.weights, length)  # score_heads moves them to the model itself
+        if call == "sdpa":
+            if self.hf is None:
+                self.hf = transformers.AutoModelForCausalLM.from_pretrained(
+                    self.directory, attn_implementation="sdpa", dtype=self.dtype).to(self.device).eval()
+            forward = self.hf
+
+            def run() -> None:
+                with torch.no_grad():
+                    forward(tokens.to(self.device), logits_to_keep=1)
+        elif call == "forward":
+            forward = self.model
+
+            def run() -> None:
+                with torch.no_grad():
+                    forward(tokens.to(self.device))
+        else:
+            if self.lens is None:
+                self.lens = psheads.RopeLens(self.model)
+            lens = self.lens
+            # warm-up: the self-check, and the pair kernel's compilation past its threshold
+            psheads.score_heads(lens, tokens[:, :2048], method=call, batch_size=1, progress=False)
+
+            def run() -> None:
+                psheads.score_heads(lens, tokens, method=call, batch_size=1, progress=False)
+        if call in ("forward", "sdpa"):
             with torch.no_grad():
-                hf(tokens, logits_to_keep=1)
-    elif call == "forward":
-        def run() -> None:
-            with torch.no_grad():
-                model(tokens)
-    else:
-        lens = psheads.RopeLens(model)
-        psheads.score_heads(lens, tokens[:, :64], method=call, progress=False)  # warm-up (and the self-check)
+                forward(tokens[:, :64].to(self.device))  # warm-up
+        return run
 
-        def run() -> None:
-            psheads.score_heads(lens, tokens, method=call, batch_size=1, progress=False)
-    if call in ("forward", "sdpa"):
-        with torch.no_grad():
-            (hf if call == "sdpa" else model)(tokens[:, :64])  # warm-up
-    start = time.perf_counter()
-    peak = peak_rss_growth_mb(run)
-    print(json.dumps({"seconds": time.perf_counter() - start, "peak_mb": peak}))
+    def measure(self, call: str, length: int) -> dict[str, float]:
+        """``{"seconds": …, "peak_mb": …}`` of one call."""
+        run = self.runner(call, length)
+        if self.device == "cpu":
+            start = time.perf_counter()
+            peak = peak_rss_growth_mb(run)
+            return {"seconds": time.perf_counter() - start, "peak_mb": peak}
+        run()  # warm: compiled kernels and allocator caches ready at this length
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        start = time.perf_counter()
+        run()
+        torch.cuda.synchronize()
+        return {"seconds": time.perf_counter() - start, "peak_mb": (torch.cuda.max_memory_allocated() - base) / 2**20}
+
+
+def child(directory: str, weights: str, call: str, length: int, dtype: str) -> None:
+    """One CPU call in this process; prints ``{"seconds": …, "peak_mb": …}``."""
+    print(json.dumps(Calls(directory, weights, "cpu", getattr(torch, dtype)).measure(call, length)))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--weights", choices=list(zoo.LLMS), default="smollm2-135m")
-    parser.add_argument("--length", type=int, default=8192)
+    parser.add_argument("--weights", choices=[*zoo.LLMS, *RANDOM], default="smollm2-135m")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[8192])
     parser.add_argument("--calls", nargs="+", choices=CALLS, default=list(CALLS))
-    parser.add_argument("--timeout", type=float, default=3600, help="seconds one call may take")
-    parser.add_argument("--child", nargs=3, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds one CPU call may take")
+    parser.add_argument("--child", nargs=5, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        child(args.child[0], args.child[1], int(args.child[2]))
+        child(args.child[0], args.child[1], args.child[2], int(args.child[3]), args.child[4])
         return
-    print(f"{args.weights}, one prompt of {args.length} tokens, torch threads {torch.get_num_threads()}")
-    print(f"{'call':>8} {'seconds':>9} {'peak MB':>9}")
-    for call in args.calls:
-        try:
-            out = subprocess.run([sys.executable, __file__, "--child", args.weights, call, str(args.length)],
-                                 capture_output=True, text=True, check=True, timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            print(f"{call:>8} {'> ' + str(int(args.timeout)):>9} {'—':>9}", flush=True)
-            continue
-        result = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"{call:>8} {result['seconds']:>9.1f} {result['peak_mb']:>9.0f}", flush=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        if args.weights in RANDOM:
+            directory = str(random_directory(Path(scratch), args.weights))
+        else:
+            directory = zoo.load_pretrained(args.weights).info["directory"]
+        where = torch.cuda.get_device_name() if args.device == "cuda" else f"CPU, torch threads {torch.get_num_threads()}"
+        print(f"{args.weights} in {args.dtype}, one prompt per call; {where}")
+        print(f"{'tokens':>6} {'call':>8} {'seconds':>9} {'peak MB':>9}")
+        calls = Calls(directory, args.weights, "cuda", getattr(torch, args.dtype)) if args.device == "cuda" else None
+        for length in args.lengths:
+            for call in args.calls:
+                if calls is not None:
+                    result = calls.measure(call, length)
+                else:
+                    try:
+                        out = subprocess.run([sys.executable, __file__, "--child", directory, args.weights, call,
+                                              str(length), args.dtype], capture_output=True, text=True, check=True,
+                                             timeout=args.timeout)
+                    except subprocess.TimeoutExpired:
+                        print(f"{length:>6} {call:>8} {'> ' + str(int(args.timeout)):>9} {'—':>9}", flush=True)
+                        continue
+                    result = json.loads(out.stdout.strip().splitlines()[-1])
+                print(f"{length:>6} {call:>8} {result['seconds']:>9.2f} {result['peak_mb']:>9.0f}", flush=True)
 
 
 if __name__ == "__main__":

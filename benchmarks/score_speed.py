@@ -6,9 +6,11 @@ timings are taken side by side in one run, interleaved, best of 5: the call user
 the same with a ``RopeLens`` and with ``method="anova"``, against a plain forward of the same
 batches. The oracle (tests/oracle.py, which re-runs the model once per swap) is timed on a
 subset and compared per prompt. Peak memory is measured in fresh subprocesses (peak RSS above the
-RSS just before the call, sampled every 2 ms) for two prompt counts.
+RSS just before the call, sampled every 2 ms) for two prompt counts. With ``--device cuda`` the
+model runs on the GPU, every timing ends with a device synchronisation, and the oracle and the
+memory measurement (CPU only) are left out.
 
-Usage: python benchmarks/score_speed.py [--prompts 128] [--oracle-prompts 8] [--memory 256 2048]
+Usage: python benchmarks/score_speed.py [--prompts 128] [--oracle-prompts 8] [--memory 256 2048] [--device cuda]
 """
 
 from __future__ import annotations
@@ -37,8 +39,12 @@ def prompts(n: int, vocab: int, seed: int = 0) -> torch.Tensor:
 
 
 def timed(fn) -> float:
+    """Seconds ``fn`` takes, its device work included."""
+    sync = torch.cuda.synchronize if torch.cuda.is_initialized() else (lambda: None)
+    sync()
     start = time.perf_counter()
     fn()
+    sync()
     return time.perf_counter() - start
 
 
@@ -63,6 +69,7 @@ def main() -> None:
     parser.add_argument("--oracle-prompts", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--memory", type=int, nargs=2, default=[256, 2048])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child is not None:
@@ -74,15 +81,17 @@ def main() -> None:
         swap_scores_from_attention,
     )
 
-    model = zoo.random_gptj(seed=0)
+    model = zoo.random_gptj(seed=0).to(args.device)
     lens = RopeLens(model)
     tokens = prompts(args.prompts, int(model.cfg.d_vocab))
     score_heads(model, tokens[:8], progress=False)  # warm-up (and the model's checked lens)
 
+    on_device = tokens.to(args.device)
+
     def plain() -> None:
         with torch.no_grad():
             for start in range(0, len(tokens), args.batch_size):
-                model(tokens[start : start + args.batch_size])
+                model(on_device[start : start + args.batch_size])
 
     runs = {
         "score_heads(model, prompts)": lambda: score_heads(model, tokens, batch_size=args.batch_size, progress=False),
@@ -104,12 +113,16 @@ def main() -> None:
         plains.append(timed(plain))
         for name, run in runs.items():
             fasts[name].append(timed(run))
-    t_plain, t_oracle = min(plains), timed(oracle)
+    t_plain = min(plains)
+    where = torch.cuda.get_device_name() if args.device == "cuda" else f"torch threads {torch.get_num_threads()}"
     print(f"paper-B GPT-J (12 layers x 1 head, hidden 128), {args.prompts} prompts of {LENGTH} tokens, "
-          f"batch {args.batch_size}, torch threads {torch.get_num_threads()}")
+          f"batch {args.batch_size}, {where}")
     print(f"{'plain forward (best of 5)':45s} {t_plain * 1e3:8.1f} ms")
     for name, times in fasts.items():
         print(f"{name:45s} {min(times) * 1e3:8.1f} ms   {min(times) / t_plain:5.2f}x the plain forward")
+    if args.device != "cpu":
+        return
+    t_oracle = timed(oracle)
     per_fast = min(fasts["score_heads(model, prompts)"]) / args.prompts
     per_oracle = t_oracle / args.oracle_prompts
     print(f"per prompt: score_heads {per_fast * 1e3:.2f} ms, oracle (swap and re-run) {per_oracle * 1e3:.1f} ms "

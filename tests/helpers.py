@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 import transformers
 from tokenizers import Tokenizer, models, pre_tokenizers
@@ -118,6 +120,18 @@ def boot_hooked(directory: Path, dtype: torch.dtype = torch.float32) -> Any:
     from psheads.models import zoo
 
     return zoo.boot_local(directory, dtype=dtype, backend="hooked")
+
+
+def boot_dispatched(directory: Path, device_map: dict[str, str | int], offload: str) -> Any:
+    """A bridge over ``directory``'s model dispatched by accelerate with ``device_map`` (offloaded
+    modules go to ``offload``). TransformerLens 3.9 takes no offload folder and refuses disk
+    offload: the test is skipped there."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    if "offload_folder" not in inspect.signature(TransformerBridge.boot_transformers).parameters:
+        pytest.skip("this TransformerLens (3.x) refuses a device_map that offloads to disk")
+    return TransformerBridge.boot_transformers(str(directory), device_map=device_map, offload_folder=offload,
+                                               dtype=torch.float32)
 
 
 def has_hooked_transformer() -> bool:

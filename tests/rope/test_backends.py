@@ -761,3 +761,16 @@ def test_hf_model_without_a_tokenizer_source_needs_one(hf_llama) -> None:
     assert len(psheads.score_heads(bridge, ["t1 t2 t3 t4 t5"])) == 2 * 4
     with pytest.raises(TypeError, match="needs a transformers.PreTrainedModel"):
         psheads.backends.as_bridge(bridge)
+
+
+def test_an_attention_without_rotary_tables_gets_a_clear_error(model_factory) -> None:
+    """GPT-J before transformers 5.24 computed its tables inside the attention: the SDPA table
+    recorder cannot read them, and says which transformers to install (and removes its hooks)."""
+    model = model_factory("gptj")
+    backend = backend_for(model)
+    attention = backend._hf_attn(0)
+    before = model_state(model)
+    with pytest.raises(ValueError, match=re.escape("pip install 'transformers>=5.24'")):
+        with backend.sdpa_table_recorder([0], {}):
+            attention(hidden_states=torch.zeros(1, 3, int(model.cfg.d_model)))  # no position_embeddings
+    assert model_state(model) == before

@@ -80,7 +80,7 @@ def _candidates(batch: TaskBatch, vocab: int | None, name: str) -> Tensor | None
 def _hits(model: Any, batch: TaskBatch, candidates: Tensor | None, batch_size: int, bar: Any) -> Tensor:
     """Whether the model's next-token prediction is the answer, per prompt (batches spread over the
     ranks of a ``torch.distributed`` job)."""
-    device = next(iter(model.parameters()), torch.empty(0)).device
+    device = backends.input_device(model)
 
     def correct(start: int) -> Tensor:
         logits = last_logits(model, batch.tokens[start:start + batch_size].to(device))

@@ -96,6 +96,18 @@ def _module_tree(*roots: Any) -> list[torch.nn.Module]:
     return out
 
 
+def input_device(model: torch.nn.Module) -> torch.device:
+    """Where ``model``'s inputs go: the device of its first parameter that holds data (the CPU if
+    none does).
+
+    The one device-placement rule for inputs. A model dispatched over devices (accelerate's
+    ``device_map``, TransformerLens' ``n_devices``) moves activations between its layers itself,
+    and psheads reads each layer's q and k̃ on that layer's device. Parameters offloaded to CPU or
+    disk sit on the meta device until their layer runs, so they are skipped.
+    """
+    return next((p.device for p in model.parameters() if p.device.type != "meta"), torch.device("cpu"))
+
+
 class _Values:
     """A copy of some tensors' bytes, equal to another exactly when every byte, shape and dtype
     matches (NaNs included): a full comparison, no hash."""
@@ -125,7 +137,8 @@ def _state(model: torch.nn.Module) -> tuple:
     tensors = [t for module in modules for tensors in (module._parameters, module._buffers)
                for t in tensors.values() if t is not None]
     identity = tuple((id(t), t.data_ptr(), t._version, t.dtype, t.device) for t in tensors)
-    buffers = [t.contiguous() for module in modules for t in module._buffers.values() if t is not None and t.numel()]
+    buffers = [t.contiguous() for module in modules for t in module._buffers.values()
+               if t is not None and t.numel() and t.device.type != "meta"]  # meta: offloaded, no data
     return identity, _Values(buffers)
 
 
@@ -223,8 +236,8 @@ class Backend:
 
     @property
     def device(self) -> torch.device:
-        """Device of the model's parameters (inputs are moved there)."""
-        return next(self.model.parameters()).device
+        """Where the model's inputs go (``input_device``)."""
+        return input_device(self.model)
 
     @property
     def tokenizer(self) -> Any | None:
@@ -304,6 +317,10 @@ class Backend:
         gptj = self.family.tables != "cos_sin_hooks"
 
         def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
+            if "position_embeddings" not in kwargs:
+                raise ValueError(f"The attention of layer {layer} ({type(module).__name__}) takes no rotary tables "
+                                 f"(position_embeddings): GPT-J computes them inside its attention before "
+                                 f"transformers 5.24. Upgrade: pip install 'transformers>=5.24'.")
             first, second = kwargs["position_embeddings"]
             cos, sin = (second, first) if gptj else (first, second)
             store[layer] = {"cos": table(cos, widen=gptj), "sin": table(sin, widen=gptj)}
