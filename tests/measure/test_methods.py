@@ -91,8 +91,7 @@ def test_long_prompt_rows_agree_with_the_literal_definition(monkeypatch, n, k, b
     monkeypatch.setenv(kernels.COMPILE_ENV, compile)
     if compile == "1":
         torch._dynamo.reset()  # compile afresh, whatever other tests compiled before (Dynamo's recompile limit)
-    monkeypatch.setattr(methods, "ROW_TILE", tiles[0])
-    monkeypatch.setattr(methods, "COLUMN_TILE", tiles[1])
+    monkeypatch.setitem(methods.TILES, "cpu", tiles)
     generator = torch.Generator().manual_seed(n + k)
     for scale in (0.3, 3.0, 30.0):
         positions = torch.randn(n, k, generator=generator, dtype=torch.float64)
