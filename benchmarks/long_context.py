@@ -9,8 +9,12 @@ see docs/scale.md). ``score_heads`` is warmed up on a prompt of up to 2,048 toke
 fused pair kernel's compilation is not timed.
 
 On the CPU each call runs in a fresh subprocess and its peak memory is the RSS growth above the
-RSS after loading and warming up the model, sampled every 2 ms. With ``--device cuda`` all calls
-run in one process, each once at full length untimed (kernels compiled, caches warm) and then
+RSS after loading and warming up the model, sampled every 2 ms. The subprocesses run with glibc's
+mmap threshold fixed at 128 KiB (``rss.LIVE_MEMORY_ENV``), so every tensor larger than that is
+returned to the system when freed and the RSS follows the live tensors: without it, what the
+warm-up left in malloc's free lists decided the peaks (the same SDPA forward of SmolLM2 at 8,192
+tokens: 594 MB after a 64-token warm-up, 1011 MB after a 2,048-token one). With ``--device cuda``
+all calls run in one process, each once at full length untimed (kernels compiled, caches warm) and then
 timed between device synchronisations; the peak is the CUDA allocator's peak above what was
 allocated before the call (the weights). ``--dtype`` sets the weights' dtype (bfloat16 lets SDPA
 use its flash kernels on a GPU).
@@ -41,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from long_prompts import RANDOM, random_directory  # noqa: E402  (benchmarks/long_prompts.py)
-from rss import peak_rss_growth_mb  # noqa: E402  (benchmarks/rss.py)
+from rss import LIVE_MEMORY_ENV, peak_rss_growth_mb  # noqa: E402  (benchmarks/rss.py)
 
 import psheads  # noqa: E402
 from psheads import data  # noqa: E402
@@ -153,7 +157,7 @@ def main() -> None:
                     try:
                         out = subprocess.run([sys.executable, __file__, "--child", directory, args.weights, call,
                                               str(length), args.dtype], capture_output=True, text=True, check=True,
-                                             timeout=args.timeout)
+                                             timeout=args.timeout, env={**os.environ, **LIVE_MEMORY_ENV})
                     except subprocess.TimeoutExpired:
                         print(f"{length:>6} {call:>8} {'> ' + str(int(args.timeout)):>9} {'—':>9}", flush=True)
                         continue

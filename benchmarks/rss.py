@@ -8,6 +8,10 @@ import time
 from collections.abc import Callable
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
+LIVE_MEMORY_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+"""Environment for a measuring subprocess: glibc serves every allocation above 128 KiB by mmap and
+returns it when freed, so the RSS follows the live tensors instead of what earlier calls left in
+malloc's free lists."""
 
 
 def rss_bytes() -> int:

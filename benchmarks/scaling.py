@@ -223,10 +223,11 @@ def sizes(shapes: list[str], length: int, scratch: Path) -> pd.DataFrame:
 def planned(shapes: list[str], length: int, batch: int) -> pd.DataFrame:
     """The memory ``score_heads`` plans for one batch, on meta-device shapes (no weights allocated).
 
-    weights: the parameters in bf16. capture: k̃ of every layer, fp32 (the capture upcasts),
-    ``[batch, length, kv head, d_head]``, plus q at the query. attention: one layer's eager
-    [batch, head, query, key] scores in fp32 where they fit ``SCORES_BYTES``; above it the SDPA
-    capture forms none (0). analysis: the fp64 intermediates, each cut to ``CHUNK_BYTES``.
+    weights: the parameters in bf16. capture: k̃ in fp32 (the capture upcasts), ``[batch, length,
+    kv head, d_head]``, plus q at the query, of every layer, or of one layer where the input is long
+    (one layer's eager [batch, head, query, key] scores above ``SCORES_BYTES``: the engine streams
+    the layers). attention: one layer's eager scores in fp32 where they fit ``SCORES_BYTES``; above
+    it the SDPA capture forms none (0). analysis: the fp64 intermediates, each cut to ``CHUNK_BYTES``.
     """
     from psheads.measure.engine import CHUNK_BYTES
     from psheads.rope.backends import SCORES_BYTES
@@ -240,10 +241,11 @@ def planned(shapes: list[str], length: int, batch: int) -> pd.DataFrame:
         d_head = cfg.hidden_size // cfg.num_attention_heads
         n_layers, n_heads, n_kv = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads
         scores = batch * n_heads * length**2 * 4
+        held = 1 if scores > SCORES_BYTES else n_layers  # layers whose capture is held at once
         rows.append({
             "shape": shape, "parameters": sum(p.numel() for p in model.parameters()), "heads": n_layers * n_heads,
             "length": length, "batch": batch, "weights_gb": sum(p.numel() for p in model.parameters()) * 2 / 1e9,
-            "capture_gb": n_layers * batch * (length * n_kv + n_heads) * d_head * 4 / 1e9,
+            "capture_layers": held, "capture_gb": held * batch * (length * n_kv + n_heads) * d_head * 4 / 1e9,
             "attention_gb": (scores if scores <= SCORES_BYTES else 0) / 1e9,
             "analysis_chunk_gb": CHUNK_BYTES / 1e9,
         })
@@ -289,7 +291,7 @@ def size_figure(by_size: pd.DataFrame, plan: pd.DataFrame, folder: Path) -> None
     for call, rows in by_size.groupby("call", sort=False):
         figure.add_trace(go.Scatter(x=rows["parameters"] / 1e9, y=rows["ms_per_head"], name=call,
                                     mode="lines+markers", text=rows["shape"]), row=1, col=1)
-    for column, name in (("weights_gb", "weights (bf16)"), ("capture_gb", "captured k̃ (fp32)")):
+    for column, name in (("weights_gb", "weights (bf16)"), ("capture_gb", "captured k̃ held (fp32)")):
         figure.add_trace(go.Bar(x=plan["shape"], y=plan[column], name=name), row=1, col=2)
     figure.update_xaxes(type="log", title="parameters (billions)", row=1, col=1)
     figure.update_yaxes(title="ms per head", row=1, col=1)

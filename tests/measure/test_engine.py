@@ -134,3 +134,42 @@ def test_layers_sharing_geometry_are_stacked_only_with_equal_tables(model_factor
     for layer, frame in enumerate(alone):
         torch.testing.assert_close(torch.tensor(stacked[stacked["layer"] == layer]["symbolic"].to_numpy()),
                                    torch.tensor(frame["symbolic"].to_numpy()), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize(("family", "backend"), [("gptj", "bridge"), ("neox", "bridge"), ("llama", "bridge"),
+                                                 ("gemma2", "bridge"), ("gemma3", "bridge"), ("llama", "hooked"),
+                                                 ("gemma2", "hooked")])
+def test_long_inputs_stream_layers_with_the_scores_of_the_whole_capture(model_factory, family, backend,
+                                                                        monkeypatch) -> None:
+    """Above SCORES_BYTES every layer is measured during the forward; the frames equal those of one
+    capture of all layers (the same capture path: SDPA where the family allows, eager otherwise)."""
+    from psheads.rope import backends
+
+    lens = psheads.RopeLens(model_factory(family, backend))
+    tokens = torch.randint(0, 64, (3, 20))
+    monkeypatch.setattr(backends, "SCORES_BYTES", -1)
+    calls = [dict(method="swap"), dict(method="anova"), dict(method="swap", by_frequency=True)]
+    streamed_layers = []
+    capture = lens.backend.capture
+
+    def counting(*args, **kwargs):
+        streamed_layers.append(kwargs.get("on_layer") is not None)
+        return capture(*args, **kwargs)
+
+    monkeypatch.setattr(lens.backend, "capture", counting)
+    streamed = [psheads.score_heads(lens, tokens, progress=False, **call) for call in calls]
+    streamed.append(psheads.frequency_profile(lens, tokens, progress=False).planes)
+    assert streamed_layers and all(streamed_layers)
+    n_streamed = len(streamed_layers)
+    monkeypatch.setattr(engine, "_streams", lambda lens, tokens: False)
+    whole = [psheads.score_heads(lens, tokens, progress=False, **call) for call in calls]
+    whole.append(psheads.frequency_profile(lens, tokens, progress=False).planes)
+    assert not any(streamed_layers[n_streamed:])
+    for a, b in zip(streamed, whole):
+        assert list(a.columns) == list(b.columns) and len(a) == len(b)
+        numbers = a.select_dtypes("number").columns
+        # a spread is sqrt(E[x²] − mean²): rounding of 1e-16 in the sums moves a spread near 0 by
+        # 1e-8, so spreads compare as variances
+        spreads = [name for name in numbers if name.endswith("_std")]
+        a, b = a.assign(**{name: a[name] ** 2 for name in spreads}), b.assign(**{name: b[name] ** 2 for name in spreads})
+        assert (a[numbers] - b[numbers]).abs().max().max() <= 1e-12

@@ -519,6 +519,20 @@ def test_fingerprint_is_stable_on_an_unchanged_model(model_factory, family: str,
     assert backend_for(adapter.model).fingerprint() == first  # a fresh backend agrees
 
 
+def test_offloaded_buffers_are_fingerprinted_without_their_values() -> None:
+    """accelerate's ``offload_buffers=True`` leaves buffers on the meta device until their layer runs:
+    they hold no values to copy (reading them would raise), and the others are still compared."""
+    from psheads.rope.backends import _state
+
+    model = torch.nn.Module()
+    model.register_buffer("offloaded", torch.empty(3, device="meta"))
+    model.register_buffer("table", torch.zeros(3))
+    first = _state(model)
+    assert _state(model) == first
+    model.table.data.copy_(torch.ones(3))  # bumps no version counter: seen through the values
+    assert _state(model) != first
+
+
 def test_the_weights_owner_is_the_hf_model(model_factory) -> None:
     model = model_factory("llama")
     owner = backend_for(model).weights_owner()

@@ -102,3 +102,55 @@ def test_inputs_whose_eager_scores_exceed_the_budget_take_sdpa(model_factory, mo
         with model.hooks(fwd_hooks=counters), lens.backend.analysis():
             lens.backend.capture(tokens, layers, query_index=torch.tensor([23, 23]))
         assert bool(fired) == eager
+
+
+@pytest.mark.parametrize("sdpa", [True, False], ids=["sdpa", "eager"])
+def test_streamed_capture_hands_over_each_layer_during_the_forward_and_keeps_none(model_factory, sdpa: bool,
+                                                                                  monkeypatch) -> None:
+    import weakref
+
+    model = model_factory("llama")
+    lens = psheads.RopeLens(model)
+    layers = list(range(lens.n_layers))
+    assert len(layers) >= 2
+    tokens = torch.randint(0, 64, (2, 17))
+    query = torch.full((2,), 16)
+    whole = captures(lens, tokens, monkeypatch, sdpa)
+    ran = []  # the blocks whose forward has started
+    handles = [model.blocks[layer].register_forward_pre_hook(lambda module, args, layer=layer: ran.append(layer))
+               for layer in layers]
+    seen, alive = [], []
+
+    def on_layer(layer: int, capture) -> None:
+        assert all(ref() is None for ref in alive)  # every earlier capture is gone: nothing keeps it
+        seen.append((layer, max(ran)))
+        for name in ("q", "k", "cos", "sin"):
+            assert torch.equal(getattr(capture, name), getattr(whole[layer], name)), (layer, name)
+        alive.append(weakref.ref(capture.k))
+
+    try:
+        with lens.backend.analysis():
+            assert lens.backend.capture(tokens, layers, query_index=query, on_layer=on_layer) == {}
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert [layer for layer, _ in seen] == layers
+    # each layer but the last is handed over while the next one runs, before the forward goes on
+    assert [block for _, block in seen[:-1]] == layers[1:]
+    assert seen[-1][1] == layers[-1]
+
+
+def test_a_failing_stream_leaves_the_model_as_it_was(model_factory, monkeypatch) -> None:
+    model = model_factory("gemma3")
+    lens = psheads.RopeLens(model)
+    before = model_state(model)
+    monkeypatch.setattr(backends, "SCORES_BYTES", -1)
+
+    def broken(layer: int, capture) -> None:
+        raise RuntimeError("broken on purpose")
+
+    with pytest.raises(RuntimeError, match="broken on purpose"), lens.backend.analysis():
+        lens.backend.capture(torch.randint(0, 64, (1, 9)), [0, 1], query_index=torch.tensor([8]), on_layer=broken)
+    assert model_state(model) == before
+    with pytest.raises(ValueError, match="not both"):
+        lens.backend.capture(torch.randint(0, 64, (1, 9)), [0, 1], with_pattern=True, on_layer=broken)

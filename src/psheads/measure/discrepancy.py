@@ -201,13 +201,14 @@ def _one_length(lens: Any, task: Task, size: int | None, layers: list[int], head
     def margins(start: int) -> dict[int, tuple[Tensor, Tensor]]:  # {layer: (raw, normalised) [prompt, head]}
         part, target = tokens[start:start + batch_size], targets[start:start + batch_size]
         query = torch.full((len(part),), length - 1, dtype=torch.long)
-        captures = lens.backend.capture(part, layers, query_index=query)
         out = {}
-        for layer in layers:
+
+        def record(layer: int, capture: LayerCapture) -> None:  # each layer during the forward, then dropped
             geo = lens.layers[layer]
-            geo.check_capture(captures[layer])
-            raw, normalised = (x.cpu() for x in head_margins(geo, captures.pop(layer), target, length - 1, heads))
-            out[layer] = (raw, normalised)
+            geo.check_capture(capture)
+            out[layer] = tuple(x.cpu() for x in head_margins(geo, capture, target, length - 1, heads))
+
+        lens.backend.capture(part, layers, query_index=query, on_layer=record)
         return out
 
     totals: dict[int, dict[str, Tensor]] = {}

@@ -7,7 +7,8 @@ A *measurement* is any function ``KeyLogits -> {column: tensor [*lead]}``: the s
 ``psheads.measure.methods``, frequency usage in ``psheads.measure.frequency_profile``, or your own. The engine batches the
 prompts, captures q/k̃/tables once per batch, stacks layers that share their geometry and
 tables into one pass, groups prompts that share a key layout, bounds memory by ``CHUNK_BYTES``
-and, with ``by_frequency``, hands the measurement one view per RoPE plane. Under
+and, with ``by_frequency``, hands the measurement one view per RoPE plane. Long inputs stream:
+each layer is measured during the forward and its capture dropped. Under
 ``torch.distributed`` the batches are spread over the ranks (``psheads.interface.distributed``).
 """
 
@@ -265,13 +266,15 @@ def run(
 def _batch(lens: RopeLens, prompts: PromptSet, measure: Measurement, layers: list[int], heads: tuple[int, ...] | None,
            min_keys: int, need: str, by_frequency: bool, local: Callable[[Measured], Any],
            batch: tuple[list[int], Tensor, Tensor]) -> list[Any]:
-    """One batch: one capture, then every stack of layers, key group and part."""
+    """One batch: one capture, then every stack of layers, key group and part.
+
+    Long inputs (``Backend.long_input``) stream: each layer is measured during the forward as soon
+    as its capture is complete, and dropped, so memory holds one layer's capture instead of all.
+    """
     indices, tokens, query = batch
-    captures = lens.backend.capture(tokens, layers, query_index=query)
-    for layer, capture in captures.items():
-        lens.layers[layer].check_capture(capture)
-    results = []
-    for stack in _bounded(lens, stacked_layers(lens, layers, captures), heads, int(tokens.shape[1])):
+    results: list[Any] = []
+
+    def measure_stack(stack: list[int], captures: dict[int, LayerCapture]) -> None:
         geo, capture = _stack(lens, stack, captures)
         per_layer = lens.layers[stack[0]].n_heads
         chosen = torch.tensor(heads if heads is not None else range(per_layer))
@@ -285,8 +288,26 @@ def _batch(lens: RopeLens, prompts: PromptSet, measure: Measurement, layers: lis
                 values = _concat_slots([measure(view) for view in views]) if by_frequency else measure(views[0])
                 results.append(local(Measured([lens.layers[layer] for layer in stack], part.prompts, chosen,
                                               {name: value.cpu() for name, value in values.items()})))
+
+    if _streams(lens, tokens):
+        def on_layer(layer: int, capture: LayerCapture) -> None:
+            lens.layers[layer].check_capture(capture)
+            measure_stack([layer], {layer: capture})
+
+        lens.backend.capture(tokens, layers, query_index=query, on_layer=on_layer)
+        return results
+    captures = lens.backend.capture(tokens, layers, query_index=query)
+    for layer, capture in captures.items():
+        lens.layers[layer].check_capture(capture)
+    for stack in _bounded(lens, stacked_layers(lens, layers, captures), heads, int(tokens.shape[1])):
+        measure_stack(stack, captures)
     captures.clear()
     return results
+
+
+def _streams(lens: RopeLens, tokens: Tensor) -> bool:
+    """Whether a batch of ``tokens`` is measured layer by layer during its forward (long inputs)."""
+    return lens.backend.long_input(tokens.shape)
 
 
 def _concat_slots(parts: list[dict[str, Tensor]]) -> dict[str, Tensor]:

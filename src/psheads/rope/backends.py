@@ -296,6 +296,12 @@ class Backend:
         scores formed); False unless a subclass knows how."""
         return False
 
+    def long_input(self, shape: torch.Size) -> bool:
+        """Whether tokens of ``shape`` are long: one layer's eager scores would take more than
+        ``SCORES_BYTES``. ``capture`` then runs the model's own SDPA attention where ``sdpa_ready``,
+        and the engine streams the layers (``capture(on_layer=…)``)."""
+        return self.scores_bytes(shape) > SCORES_BYTES
+
     def scores_bytes(self, shape: torch.Size) -> int:
         """Bytes of one layer's eager [batch, head, query, key] scores for ``tokens`` of ``shape``."""
         batch, n_pos = int(shape[0]), int(shape[1])
@@ -468,6 +474,7 @@ class Backend:
         layers: Sequence[int],
         query_index: torch.Tensor | None = None,
         with_pattern: bool = False,
+        on_layer: Callable[[int, LayerCapture], None] | None = None,
     ) -> dict[int, LayerCapture]:
         """One forward pass recording q, k̃ and rotation tables for ``layers``.
 
@@ -477,17 +484,35 @@ class Backend:
             query_index: ``[batch]`` query position per row: keep q only there (and the pattern
                 row). None keeps every position.
             with_pattern: also record the model's own attention pattern (for checks).
+            on_layer: streaming: ``on_layer(layer, capture)`` is called with each layer's capture as
+                soon as it is complete (when a later layer starts, and for the last layer after the
+                forward), and the capture is dropped, so the forward holds about one layer's capture
+                at a time. Not with ``with_pattern``.
 
         Returns:
-            ``{layer: LayerCapture}``. The forward stops after the last requested layer.
+            ``{layer: LayerCapture}`` (empty when streaming). The forward stops after the last
+            requested layer.
         """
         layers = sorted(set(layers))
         if not layers:
             raise ValueError("No layers requested: pass at least one layer.")
-        sdpa = not with_pattern and self.scores_bytes(tokens.shape) > SCORES_BYTES and self.sdpa_ready(layers)
+        if with_pattern and on_layer is not None:
+            raise ValueError("capture streams layers (on_layer) or records patterns (with_pattern), not both.")
+        sdpa = not with_pattern and self.long_input(tokens.shape) and self.sdpa_ready(layers)
         rows = torch.arange(tokens.shape[0])
+        n_pos = int(tokens.shape[1])
         store: dict[str, dict[int, Tensor]] = {"q": {}, "k": {}, "pattern": {}}
+        tables: dict[int, dict[str, Tensor]] = {}
         last_layer = layers[-1]
+
+        def emit_before(layer: int | None) -> None:
+            """Hand every recorded layer below ``layer`` (all of them for None) to ``on_layer``."""
+            for done in sorted(store["k"]):
+                if layer is not None and done >= layer:
+                    break
+                capture = self._assemble(done, store["q"], store["k"], tables, n_pos)
+                del store["q"][done], store["k"][done], tables[done]
+                on_layer(done, capture)
 
         def keep_query(x: Tensor, pos_axis: int) -> Tensor:
             if query_index is None:
@@ -497,6 +522,8 @@ class Backend:
 
         def recorder(kind: str, layer: int, convert: Callable[[Tensor], Tensor] | None, stop: bool) -> Callable:
             def hook(tensor: Tensor, hook: Any) -> None:
+                if on_layer is not None:  # layers run in order: every layer below this one is complete
+                    emit_before(layer)
                 value = convert(tensor) if convert is not None else tensor
                 if kind == "q":
                     value = keep_query(value, 1)
@@ -509,7 +536,6 @@ class Backend:
 
             return hook
 
-        tables: dict[int, dict[str, Tensor]] = {}
         hooks = []
         for layer in layers:
             for which in ("q", "k"):  # k comes after q: with SDPA the last layer's k ends the forward
@@ -531,7 +557,9 @@ class Backend:
                         self.forward(tokens)
                     except _StopForward:
                         pass
-        n_pos = tokens.shape[1]
+            if on_layer is not None:  # the last layer, once the model is back as it was
+                emit_before(None)
+                return {}
         return {
             layer: self._assemble(layer, store["q"], store["k"], tables, n_pos, store["pattern"].get(layer))
             for layer in layers
