@@ -230,7 +230,7 @@ def planned(shapes: list[str], length: int, batch: int) -> pd.DataFrame:
     it the SDPA capture forms none (0). analysis: the fp64 intermediates, each cut to ``CHUNK_BYTES``.
     """
     from psheads.measure.engine import CHUNK_BYTES
-    from psheads.rope.backends import SCORES_BYTES
+    from psheads.rope.backends.base import SCORES_BYTES
 
     rows = []
     for shape in shapes:

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from psheads.rope.backends import all_modules
+from psheads.rope import families
+from psheads.rope.backends.facts import all_modules
 from tests import helpers
 
 SUITE_THREADS = 2
@@ -27,9 +28,10 @@ results across batch shapes or thread counts fails here, not only on another mac
 os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(SUITE_THREADS)
 torch.set_num_threads(SUITE_THREADS)
 
-FAMILIES = ["gptj", "neox", "llama", "mistral", "qwen2", "gemma", "gemma2", "gemma3"]
-# Families TransformerLens 3.9 can build as a HookedTransformer from a local directory.
-HOOKED_FAMILIES = ["gptj", "neox", "llama", "mistral", "qwen2", "gemma", "gemma2"]
+FAMILIES = [family.name for family in families.FAMILIES]
+"""Every family record, each with a tiny look-alike in ``tests/helpers.py``."""
+HOOKED_FAMILIES = [family.name for family in families.hooked_families()]
+"""The families TransformerLens 3.x builds as a HookedTransformer from a local directory."""
 
 
 @pytest.fixture(autouse=True)

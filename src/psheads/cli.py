@@ -265,7 +265,7 @@ def _progress(args: argparse.Namespace) -> bool | None:
 def _prompts(source: Any, model: Any, args: argparse.Namespace) -> Any:
     """Text lines as they are; a task's prompts as token ids (an LLM task in the model's own words),
     checked against the model's vocabulary and tokenizer."""
-    from psheads.rope import backends
+    from psheads.rope.backends import facts
     from psheads.tasks import check_fits, checked_batch
 
     if isinstance(source, list):
@@ -273,7 +273,7 @@ def _prompts(source: Any, model: Any, args: argparse.Namespace) -> Any:
     if hasattr(source, "for_tokenizer") and not source.built:
         source = source.for_tokenizer(model.tokenizer)
     batch = checked_batch(source, args.n, seed=args.seed)
-    check_fits(source, batch, backends.vocab_size(model), backends.tokenizer_of(model), args.allow_task_mismatch)
+    check_fits(source, batch, facts.vocab_size(model), facts.tokenizer_of(model), args.allow_task_mismatch)
     return batch.tokens
 
 

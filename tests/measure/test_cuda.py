@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import psheads
-from psheads.rope.backends import input_device
+from psheads.rope.backends.facts import input_device
 from psheads.tasks import checked_batch
 from tests import helpers
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import psheads
-from psheads.rope.backends import input_device
+from psheads.rope.backends.facts import input_device
 from tests import helpers
 from tests.conftest import model_state
 

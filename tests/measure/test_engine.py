@@ -147,7 +147,7 @@ def test_long_inputs_stream_layers_with_the_scores_of_the_whole_capture(model_fa
 
     lens = psheads.RopeLens(model_factory(family, backend))
     tokens = torch.randint(0, 64, (3, 20))
-    monkeypatch.setattr(backends, "SCORES_BYTES", -1)
+    monkeypatch.setattr(backends.base, "SCORES_BYTES", -1)
     calls = [dict(method="swap"), dict(method="anova"), dict(method="swap", by_frequency=True)]
     streamed_layers = []
     capture = lens.backend.capture

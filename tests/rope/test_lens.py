@@ -134,7 +134,7 @@ def test_model_left_unchanged_even_after_errors(model_factory, family, backend, 
     lens.position_token_logits(tokens, 1)
     assert model_state(model) == before
     calls = {"n": 0}
-    real_upcast = psheads.backends._upcast
+    real_upcast = psheads.backends.base.upcast
 
     def failing_upcast(x):
         calls["n"] += 1
@@ -142,7 +142,7 @@ def test_model_left_unchanged_even_after_errors(model_factory, family, backend, 
             raise RuntimeError("boom")
         return real_upcast(x)
 
-    monkeypatch.setattr(psheads.backends, "_upcast", failing_upcast)
+    monkeypatch.setattr(psheads.backends.base, "upcast", failing_upcast)
     with pytest.raises(RuntimeError, match="boom"):
         lens.frequency_logits(tokens, 1)
     assert model_state(model) == before

@@ -10,18 +10,18 @@ import pytest
 import torch
 
 import psheads
-from psheads.rope import backends
+from psheads.rope import backends, families
 from tests.conftest import FAMILIES, model_state
 
-SDPA_FAMILIES = {"gptj", "llama", "mistral", "qwen2", "gemma", "gemma3"}
-"""Bridge families whose Hugging Face attention runs as SDPA: not GPT-NeoX (a fused query_key_value
-that only the bridge splits into q and k) nor Gemma-2 (attention soft-capping, which SDPA lacks)."""
+SDPA_FAMILIES = {family.name for family in families.FAMILIES if family.sdpa}
+"""Bridge families whose Hugging Face attention runs as SDPA (``Family.sdpa``), checked against the
+backend's own reading of each look-alike below."""
 
 TL4 = int(version("transformer-lens").split(".")[0]) >= 4
 
 
 def captures(lens: psheads.RopeLens, tokens: torch.Tensor, monkeypatch: pytest.MonkeyPatch, sdpa: bool) -> dict:
-    monkeypatch.setattr(backends, "SCORES_BYTES", -1 if sdpa else 2**62)
+    monkeypatch.setattr(backends.base, "SCORES_BYTES", -1 if sdpa else 2**62)
     layers = list(range(lens.n_layers))
     query = torch.full((len(tokens),), tokens.shape[1] - 1)
     with lens.backend.analysis():
@@ -43,9 +43,9 @@ def test_sdpa_capture_matches_the_eager_one(model_factory, family: str, monkeypa
         assert torch.equal(getattr(eager[0], name), getattr(sdpa[0], name)), name  # the same input, the same modules
         for layer in eager:
             torch.testing.assert_close(getattr(sdpa[layer], name), getattr(eager[layer], name), atol=1e-5, rtol=1e-5)
-    monkeypatch.setattr(backends, "SCORES_BYTES", 2**62)
+    monkeypatch.setattr(backends.base, "SCORES_BYTES", 2**62)
     reference = psheads.score_heads(lens, tokens, progress=False)
-    monkeypatch.setattr(backends, "SCORES_BYTES", -1)
+    monkeypatch.setattr(backends.base, "SCORES_BYTES", -1)
     scored = psheads.score_heads(lens, tokens, progress=False)
     for column in ("positional", "symbolic", "entropy"):
         torch.testing.assert_close(torch.tensor(scored[column].to_numpy()), torch.tensor(reference[column].to_numpy()),
@@ -96,7 +96,7 @@ def test_inputs_whose_eager_scores_exceed_the_budget_take_sdpa(model_factory, mo
     assert size == 2 * int(lens.backend.cfg.n_heads) * 24 * 24 * 4  # [batch, head, query, key] fp32
     layers = list(range(lens.n_layers))
     for budget, eager in ((size, True), (size - 1, False)):  # at the budget: eager; one byte over: SDPA
-        monkeypatch.setattr(backends, "SCORES_BYTES", budget)
+        monkeypatch.setattr(backends.base, "SCORES_BYTES", budget)
         fired = []
         counters = [(f"blocks.{layer}.attn.hook_attn_scores", lambda tensor, hook: fired.append(1)) for layer in layers]
         with model.hooks(fwd_hooks=counters), lens.backend.analysis():
@@ -144,7 +144,7 @@ def test_a_failing_stream_leaves_the_model_as_it_was(model_factory, monkeypatch)
     model = model_factory("gemma3")
     lens = psheads.RopeLens(model)
     before = model_state(model)
-    monkeypatch.setattr(backends, "SCORES_BYTES", -1)
+    monkeypatch.setattr(backends.base, "SCORES_BYTES", -1)
 
     def broken(layer: int, capture) -> None:
         raise RuntimeError("broken on purpose")

@@ -42,7 +42,8 @@ from psheads.interface.config import from_known_fields
 from psheads.interface.progress import progress_bar
 from psheads.measure.evaluation import batch_accuracy, last_logits, task_for_model
 from psheads.results import schema
-from psheads.rope.backends import HookSite, preserved_state
+from psheads.rope.backends import HookSite
+from psheads.rope.backends.facts import preserved_state
 from psheads.rope.lens import RopeLens, as_lens
 from psheads.tasks import Task, checked_batch
 

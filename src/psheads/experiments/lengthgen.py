@@ -27,7 +27,7 @@ from psheads.interface import validation
 from psheads.interface.progress import progress_bar
 from psheads.measure.evaluation import batch_accuracy, check_model, task_for_model
 from psheads.results import schema
-from psheads.rope.backends import context_length, preserved_state
+from psheads.rope.backends.facts import context_length, preserved_state
 from psheads.tasks import Task, answer_ids, at_length, checked_batch
 
 logger = logging.getLogger(__name__)

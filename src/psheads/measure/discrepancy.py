@@ -48,7 +48,7 @@ from psheads.interface.progress import progress_bar
 from psheads.measure.engine import CHUNK_BYTES
 from psheads.results import schema
 from psheads.rope import geometry
-from psheads.rope.backends import tokenizer_of
+from psheads.rope.backends.facts import tokenizer_of
 from psheads.rope.inputs import check_tokens, layer_indices
 from psheads.rope.layer import LayerCapture, LayerGeometry, rotated_keys, rotated_query
 from psheads.rope.lens import as_lens

@@ -22,8 +22,7 @@ from psheads.interface import validation
 from psheads.interface.distributed import ordered_map
 from psheads.interface.progress import progress_bar
 from psheads.results import schema
-from psheads.rope import backends
-from psheads.rope.backends import preserved_state
+from psheads.rope.backends import facts
 from psheads.tasks import Task, TaskBatch, check_fits, checked_batch, get_task, window_of, with_window
 
 LOGITS_BYTES = 1 << 28
@@ -43,7 +42,7 @@ def task_for_model(task: Any, model: Any) -> Task:
     if not isinstance(task, Task):
         raise TypeError(f"task must be a psheads task or the name of a registered one, got {type(task).__name__}.")
     if hasattr(task, "for_tokenizer") and getattr(task, "tokenizer", False) is None:
-        tokenizer = backends.tokenizer_of(model)
+        tokenizer = facts.tokenizer_of(model)
         if tokenizer is None:
             raise ValueError(f"Task {task.name!r} is written for a tokenizer and this model has none (a plain Hugging "
                              "Face model?): pass task.for_tokenizer(tokenizer).")
@@ -53,8 +52,8 @@ def task_for_model(task: Any, model: Any) -> Task:
 
 def last_logits(model: Any, tokens: Tensor) -> Tensor:
     """``[batch, vocab]`` logits after the last token of each row, memory bounded by ``LOGITS_BYTES``
-    (``psheads.rope.backends.last_logits``)."""
-    return backends.last_logits(model, tokens, LOGITS_BYTES)
+    (``psheads.rope.backends.facts.last_logits``)."""
+    return facts.last_logits(model, tokens, LOGITS_BYTES)
 
 
 def _candidates(batch: TaskBatch, vocab: int | None, name: str) -> Tensor | None:
@@ -80,7 +79,7 @@ def _candidates(batch: TaskBatch, vocab: int | None, name: str) -> Tensor | None
 def _hits(model: Any, batch: TaskBatch, candidates: Tensor | None, batch_size: int, bar: Any) -> Tensor:
     """Whether the model's next-token prediction is the answer, per prompt (batches spread over the
     ranks of a ``torch.distributed`` job)."""
-    device = backends.input_device(model)
+    device = facts.input_device(model)
 
     def correct(start: int) -> Tensor:
         logits = last_logits(model, batch.tokens[start:start + batch_size].to(device))
@@ -116,9 +115,9 @@ def batch_accuracy(model: Any, task: Task, batch: TaskBatch, batch_size: int, ba
         ``hops, accuracy, n``: one row per hop count ("1", "2", …), then "all"; and the number of
         candidates per prompt (None for the whole vocabulary).
     """
-    vocab = backends.vocab_size(model)
+    vocab = facts.vocab_size(model)
     candidates = _candidates(batch, vocab, task.name)
-    check_fits(task, batch, vocab, backends.tokenizer_of(model), allow_task_mismatch)
+    check_fits(task, batch, vocab, facts.tokenizer_of(model), allow_task_mismatch)
     hits = _hits(model, batch, candidates, batch_size, bar)
     frame = pd.DataFrame({"hops": [str(h) for h in batch.hops.tolist()], "correct": hits.tolist()})
     out = frame.groupby("hops")["correct"].agg(accuracy="mean", n="size").reset_index()
@@ -183,10 +182,10 @@ def evaluate(model: torch.nn.Module, task: Task | str, n: int = 256, seed: int =
     if not sizes:
         raise ValueError("windows must list at least one window (or be None for the task as given).")
     tasks = [task if size is None else with_window(task, size, otherwise="pass windows=None") for size in sizes]
-    context, limit = backends.context_length(model), backends.input_limit(model)
+    context, limit = facts.context_length(model), facts.input_limit(model)
     frames = []
     with progress_bar(total=len(tasks) * -(-n // batch_size), desc="evaluate", progress=progress) as bar, \
-            torch.no_grad(), preserved_state(model):
+            torch.no_grad(), facts.preserved_state(model):
         for each in tasks:
             batch = checked_batch(each, n, seed=seed)
             length = int(batch.tokens.shape[1])

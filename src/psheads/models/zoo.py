@@ -91,7 +91,7 @@ def boot_local(directory: str | Path, dtype: torch.dtype = torch.float32, device
         dtype: parameter dtype.
         device: device.
         backend: ``"bridge"`` (TransformerBridge) or ``"hooked"`` (HookedTransformer,
-            TransformerLens 3.x; GPT-J, NeoX, Llama, Mistral, Qwen2, Gemma, Gemma-2).
+            TransformerLens 3.x; the families ``psheads.rope.families.hooked_families()`` lists).
         allow_pickle_files: boot a folder that also holds pickled files (``.bin``, ``.pt``, …; an
             old checkpoint's ``trainer_state.pt``, say); they are still never read.
     """

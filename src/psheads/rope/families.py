@@ -8,8 +8,9 @@ it has. Values the model computes with (scale, soft-cap, window size, head count
 the model itself by the backend. Attention variants psheads cannot decompose exactly are listed
 once, in ``UNSUPPORTED``.
 
-To support a new family: add a record to ``FAMILIES``, a tiny look-alike to ``tests/helpers.py``
-and the family to ``tests/conftest.py``; the self-check and the consistency tests do the rest.
+Every list of families, in the code, the tests and the docs, is derived from ``FAMILIES``. To
+support a new family: add a record here and a tiny look-alike to ``tests/helpers.py``; the
+self-check, the consistency tests and the generated docs table do the rest.
 """
 
 from __future__ import annotations
@@ -43,11 +44,18 @@ class Family:
             layers), in the model config for every layer, or nowhere (None).
         softcap: attention logits are soft-capped (``attn_logit_softcapping``).
         qk_norm: q and k are normalised before RoPE; they are read after the norm.
-        features: what the family exercises, for the docs (GQA, partial rotary, …).
+        features: what the family exercises, for the docs' generated family table (GQA, …).
+        title: the family's name for people (``"GPT-NeoX / Pythia"``).
+        hooked: TransformerLens 3.x builds it as a ``HookedTransformer`` from a local directory
+            (psheads' zoo does, and the tests run it on both backends).
+        sdpa: its Hugging Face attention runs as SDPA, so long inputs are captured without forming
+            any [query, key] score (not with a fused ``query_key_value`` that only the bridge
+            splits, nor with soft-capping, which SDPA lacks).
     """
 
     name: str
     architectures: tuple[str, ...]
+    title: str = ""
     pairing: Pairing = "halves"
     tables: TableSource = "cos_sin_hooks"
     live_pattern: bool = True
@@ -56,26 +64,41 @@ class Family:
     softcap: bool = False
     qk_norm: bool = False
     features: tuple[str, ...] = ()
+    hooked: bool = False
+    sdpa: bool = True
 
 
 FAMILIES: tuple[Family, ...] = (
-    Family("gptj", ("GPTJForCausalLM",), pairing="adjacent", tables="position_embeddings", live_pattern=False,
-           fixed_context=True, features=("adjacent pairs", "partial rotary")),
-    Family("neox", ("GPTNeoXForCausalLM",), features=("partial rotary",)),
-    Family("llama", ("LlamaForCausalLM",), features=("GQA", "llama3 / YaRN / linear / dynamic-NTK scaling")),
-    Family("mistral", ("MistralForCausalLM",), window="config", features=("GQA", "sliding window")),
-    Family("qwen2", ("Qwen2ForCausalLM",), window="module", features=("GQA", "q/k biases")),
-    Family("gemma", ("GemmaForCausalLM",), features=("MQA",)),
-    Family("gemma2", ("Gemma2ForCausalLM",), window="module", softcap=True,
-           features=("GQA", "query_pre_attn_scalar", "soft-cap", "local/global layers")),
-    Family("gemma3", ("Gemma3ForCausalLM",), window="module", qk_norm=True,
+    Family("gptj", ("GPTJForCausalLM",), "GPT-J", pairing="adjacent", tables="position_embeddings",
+           live_pattern=False, fixed_context=True, features=("adjacent pairs", "partial rotary"), hooked=True),
+    Family("neox", ("GPTNeoXForCausalLM",), "GPT-NeoX / Pythia", features=("partial rotary",), hooked=True,
+           sdpa=False),
+    Family("llama", ("LlamaForCausalLM",), "Llama", features=("GQA", "llama3 / YaRN / linear / dynamic-NTK scaling"),
+           hooked=True),
+    Family("mistral", ("MistralForCausalLM",), "Mistral", window="config", features=("GQA", "sliding window"),
+           hooked=True),
+    Family("qwen2", ("Qwen2ForCausalLM",), "Qwen2", window="module", features=("GQA", "q/k biases"), hooked=True),
+    Family("gemma", ("GemmaForCausalLM",), "Gemma", features=("MQA",), hooked=True),
+    Family("gemma2", ("Gemma2ForCausalLM",), "Gemma 2", window="module", softcap=True,
+           features=("GQA", "query_pre_attn_scalar", "soft-cap", "local/global layers"), hooked=True, sdpa=False),
+    Family("gemma3", ("Gemma3ForCausalLM",), "Gemma 3", window="module", qk_norm=True,
            features=("GQA", "QK-norm", "local/global RoPE bases", "sliding window")),
 )
 """The families psheads is tested on (tiny look-alikes of each, both backends where TL builds them)."""
 
-GENERIC = Family("rotary", ())
+GENERIC = Family("rotary", (), "any other RoPE architecture")
 """Any other TransformerBridge model whose attention fires ``hook_cos``/``hook_sin``: read with the
 common rules and accepted only if the self-check passes. QK-norm is detected on the bridge."""
+
+
+def family_titles(families: tuple[Family, ...] = FAMILIES) -> str:
+    """The families' names for people, joined for a sentence (``"GPT-J, GPT-NeoX / Pythia, …"``)."""
+    return ", ".join(family.title for family in families)
+
+
+def hooked_families() -> tuple[Family, ...]:
+    """The families TransformerLens 3.x builds as a ``HookedTransformer`` from a local directory."""
+    return tuple(family for family in FAMILIES if family.hooked)
 
 
 def family_of(architecture: str) -> Family:
