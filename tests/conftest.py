@@ -28,8 +28,9 @@ results across batch shapes or thread counts fails here, not only on another mac
 os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(SUITE_THREADS)
 torch.set_num_threads(SUITE_THREADS)
 
-FAMILIES = [family.name for family in families.FAMILIES]
-"""Every family record, each with a tiny look-alike in ``tests/helpers.py``."""
+FAMILIES = [family.name for family in families.FAMILIES if helpers.has_tiny(family.name)]
+"""The family records with a tiny look-alike in ``tests/helpers.py``, which the rope suite's consistency
+tests run on (every record's architectures also go through the coverage test, ``tests/coverage.py``)."""
 HOOKED_FAMILIES = [family.name for family in families.hooked_families()]
 """The families TransformerLens 3.x builds as a HookedTransformer from a local directory."""
 

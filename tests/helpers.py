@@ -81,6 +81,15 @@ def hf_config(family: str, **overrides: Any) -> transformers.PretrainedConfig:
     raise ValueError(f"unknown family {family}")
 
 
+def has_tiny(family: str) -> bool:
+    """Whether ``hf_config`` builds a tiny look-alike of ``family`` (the rope suite's families)."""
+    try:
+        hf_config(family)
+    except ValueError:
+        return False
+    return True
+
+
 def save_tiny(family: str, directory: Path, seed: int = 0, dtype: torch.dtype = torch.float32, **overrides: Any) -> Path:
     """Build a random tiny HF model of ``family``, save it with a tokenizer, return the dir."""
     torch.manual_seed(seed)

@@ -91,6 +91,7 @@ _HOMES = {
     "ScoreMethod": "measure.methods",
     "SelfCheckError": "rope.lens",
     "TrainConfig": "models.training",
+    "UnsupportedModelError": "rope.families",
     "ablate": "experiments.ablation",
     "discrepancy": "measure.discrepancy",
     "evaluate": "measure.evaluation",
@@ -118,6 +119,7 @@ __all__ = [
     "ScoreMethod",
     "SelfCheckError",
     "TrainConfig",
+    "UnsupportedModelError",
     "__version__",
     "ablate",
     "discrepancy",
@@ -151,6 +153,7 @@ if TYPE_CHECKING:
     from psheads.models.training import TrainConfig, train
     from psheads.models.zoo import load_pretrained
     from psheads.results.files import load_frame, save_frame
+    from psheads.rope.families import UnsupportedModelError
     from psheads.rope.layer import LayerGeometry
     from psheads.rope.lens import RopeLens, SelfCheckError
 

@@ -25,7 +25,7 @@ def group_views(lens: psheads.RopeLens, tokens: torch.Tensor, layer: int, by_fre
     ((indices, batch, query),) = prompts.batches(len(prompts))
     capture = lens.backend.capture(batch, [layer], query_index=query)[layer]
     geo = lens.layers[layer]
-    (group,) = prompts.key_groups(indices, geo.window, 1, "", layer)
+    (group,) = prompts.key_groups(indices, geo, 1, "")
     return group, engine.key_logits(geo, capture, group, torch.arange(geo.n_heads), by_frequency)
 
 

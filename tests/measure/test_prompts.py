@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -43,18 +45,21 @@ def test_prompt_sets_batch_and_group(model_factory) -> None:
     batches = list(prompts.batches(2))
     assert [indices for indices, _, _ in batches] == [[0, 1], [2, 3], [4]]
     assert all(tokens.data_ptr() == prompts.stacked[indices[0]].data_ptr() for indices, tokens, _ in batches)
-    (group,) = prompts.key_groups([0, 1], window=5, minimum=1, need="one key", layer=0)
+    windowed, unwindowed = lens.layers[0], dataclasses.replace(lens.layers[1], window=None)
+    assert windowed.window == 5
+    (group,) = prompts.key_groups([0, 1], windowed, minimum=1, need="one key")
     assert group.swappable == (4, 5, 6, 7) and group.others == (8,)
-    (unwindowed,) = prompts.key_groups([0, 1], window=None, minimum=1, need="one key", layer=1)
+    (unwindowed,) = prompts.key_groups([0, 1], unwindowed, minimum=1, need="one key")
     assert unwindowed.swappable == tuple(range(8))
     ragged = prepare_prompts(lens.backend, [[1, 2, 3, 4], [5, 6, 7, 8, 9, 10]])
     assert ragged.stacked is None
     ((_, tokens, query),) = ragged.batches(2)
     assert tokens.tolist() == [[1, 2, 3, 4, 0, 0], [5, 6, 7, 8, 9, 10]] and query.tolist() == [3, 5]
-    groups = ragged.key_groups([0, 1], window=None, minimum=2, need="two keys", layer=0)
+    open_layer = dataclasses.replace(lens.layers[0], window=None)
+    groups = ragged.key_groups([0, 1], open_layer, minimum=2, need="two keys")
     assert [g.prompts for g in groups] == [[0], [1]]
     with pytest.raises(ValueError, match="Prompt 0 has 3 swappable keys at layer 0 .* fewer than five"):
-        ragged.key_groups([0, 1], window=None, minimum=5, need="five", layer=0)
+        ragged.key_groups([0, 1], open_layer, minimum=5, need="five")
 
 
 def test_text_longer_than_the_context_is_never_cut_silently(model_factory) -> None:

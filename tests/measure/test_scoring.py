@@ -233,7 +233,7 @@ def test_non_finite_activations_are_never_labelled_silently(model_factory) -> No
     model = model_factory("llama")
     lens = psheads.RopeLens(model)
     tokens = torch.randint(0, 64, (3, 9))
-    site = lens.backend.qk_site(1, "k")
+    (site,) = lens.backend.qk_sites(1, "k")
 
     def overflow(tensor, hook):
         canonical = site.to_canonical(tensor).clone()

@@ -44,7 +44,8 @@ def test_per_model_schemas_describe_the_model_column_first() -> None:
 
 def test_label_order_covers_every_label_of_the_rule() -> None:
     scores = (0.0, 0.5, 1.0, float("nan"))
-    assert {methods.label(p, s) for p in scores for s in scores} == set(schema.LABEL_ORDER)
+    assert {methods.label(p, s) for p in scores for s in scores} == set(schema.LABEL_ORDER) - {schema.NOT_ATTENTION}
+    assert schema.LABEL_ORDER[-1] == schema.NOT_ATTENTION  # blocks without attention come last
     assert list(schema.LABEL_DTYPE.categories) == list(schema.LABEL_ORDER) and schema.LABEL_DTYPE.ordered
 
 

@@ -21,7 +21,7 @@ import psheads
 from psheads.rope import families
 from psheads.rope.backends import Backend, BridgeBackend, HookSite, backend_for
 from psheads.rope.backends.facts import all_modules, preserved_state
-from psheads.rope.families import FAMILIES, GENERIC, HOOKED_UNSUPPORTED, UNSUPPORTED, family_of
+from psheads.rope.families import FAMILIES, GENERIC, HOOKED_UNSUPPORTED, UnsupportedModelError, family_of
 from psheads.rope.layer import LayerCapture, LayerSpec
 from tests import helpers
 from tests.conftest import FAMILIES as TESTED_FAMILIES
@@ -30,7 +30,8 @@ from tests.conftest import HOOKED_FAMILIES, model_state
 N_POS = 7
 BRIDGE_CASES = [(family, "bridge") for family in TESTED_FAMILIES]
 CASES = BRIDGE_CASES + [(family, "hooked") for family in HOOKED_FAMILIES]
-COS_SIN_FAMILIES = [f.name for f in FAMILIES if f.tables == "cos_sin_hooks"]
+COMMON_FAMILIES = [f.name for f in FAMILIES if f.name in TESTED_FAMILIES and f.table_layout == "auto"]
+"""Families whose tables need nothing of their record (GPT-J's (sin, cos) half-width tables do)."""
 
 
 def tokens_of(n_pos: int = N_POS, batch: int = 2, seed: int = 3) -> torch.Tensor:
@@ -92,14 +93,20 @@ def hf_rotary_dim(model: Any, family: str) -> int:
 def test_family_records_are_the_tested_families() -> None:
     names = [f.name for f in FAMILIES]
     assert len(set(names)) == len(names)
-    for record in FAMILIES:  # every family record has a tiny look-alike of one of its architectures
-        model_class = transformers.AutoModelForCausalLM._model_mapping[type(helpers.hf_config(record.name))]
-        assert model_class.__name__ in record.architectures, record.name
+    for name in TESTED_FAMILIES:  # the rope suite's look-alikes are of their record's architectures
+        record = family_of_name(name)
+        model_class = transformers.AutoModelForCausalLM._model_mapping[type(helpers.hf_config(name))]
+        assert model_class.__name__ in record.architectures, name
+    assert {"gptj", "llama", "gemma3"} <= set(TESTED_FAMILIES)
     assert all(f.title for f in FAMILIES), "every family has a name for people"
-    assert set(HOOKED_FAMILIES) <= set(names)
+    assert set(HOOKED_FAMILIES) <= set(TESTED_FAMILIES)
     architectures = [a for f in FAMILIES for a in f.architectures]
     assert len(set(architectures)) == len(architectures), "an architecture belongs to one family"
     assert GENERIC not in FAMILIES and GENERIC.architectures == ()
+
+
+def family_of_name(name: str) -> families.Family:
+    return next(f for f in FAMILIES if f.name == name)
 
 
 @pytest.mark.parametrize("record", FAMILIES, ids=lambda f: f.name)
@@ -124,10 +131,10 @@ def test_bridge_resolves_its_family_record(model_factory, family: str) -> None:
     specs = [backend.layer_spec(layer) for layer in range(backend.n_layers)]
     assert {spec.pairing for spec in specs} == {backend.family.pairing}
     assert any(spec.softcap is not None for spec in specs) == backend.family.softcap
-    assert all(backend.pattern_is_live(layer) == backend.family.live_pattern for layer in range(backend.n_layers))
+    assert all(backend.pattern_is_live(layer) == (family != "gptj") for layer in range(backend.n_layers))
     assert backend.max_positions == (helpers.N_CTX if backend.family.fixed_context else None)
     if backend.family.qk_norm:
-        assert all(backend.qk_site(layer, "q").name.endswith("hook_q_normed") for layer in range(backend.n_layers))
+        assert all(backend.qk_sites(layer, "q")[0].name.endswith("hook_q_normed") for layer in range(backend.n_layers))
 
 
 # --- layer specs -------------------------------------------------------------------------------
@@ -167,9 +174,9 @@ def test_windows_of_local_and_global_layers(model_factory) -> None:
     assert {backend_for(model_factory("mistral")).layer_spec(i).window for i in (0, 1)} == {5}
 
 
-@pytest.mark.parametrize("family", COS_SIN_FAMILIES)
+@pytest.mark.parametrize("family", COMMON_FAMILIES)
 def test_generic_record_reads_the_same_facts(model_factory, family: str, monkeypatch) -> None:
-    """An unknown cos/sin-hook architecture is read with the common rules: same facts here."""
+    """An unknown architecture is read with the common rules: same facts here."""
     model = model_factory(family)
     dedicated = backend_for(model)
     monkeypatch.setattr(psheads.backends.bridge, "family_of", lambda architecture: GENERIC)
@@ -177,7 +184,7 @@ def test_generic_record_reads_the_same_facts(model_factory, family: str, monkeyp
     assert generic.family is GENERIC
     for layer in range(generic.n_layers):
         assert generic.layer_spec(layer) == dedicated.layer_spec(layer)
-        assert generic.qk_site(layer, "k") == dedicated.qk_site(layer, "k")
+        assert generic.qk_sites(layer, "k") == dedicated.qk_sites(layer, "k")
 
 
 # --- capture -----------------------------------------------------------------------------------
@@ -189,7 +196,7 @@ def test_capture_is_the_models_own_q_k_and_pattern(model_factory, family: str, b
     layers = list(range(adapter.n_layers))
     captures = adapter.capture(tokens, layers[::-1] + [0], with_pattern=True)  # order and duplicates ignored
     assert list(captures) == layers
-    sites = {(layer, which): adapter.qk_site(layer, which) for layer in layers for which in ("q", "k")}
+    sites = {(layer, which): adapter.qk_sites(layer, which)[0] for layer in layers for which in ("q", "k")}
     names = {site.name for site in sites.values()} | {adapter.pattern_hook(layer) for layer in layers}
     cache = model_cache(model, tokens, names)
     rotary_dim = hf_rotary_dim(model, family)
@@ -256,7 +263,7 @@ def test_capture_of_a_half_precision_model_is_fp32(model_factory, dtype: torch.d
     for tensor in (capture.q, capture.k, capture.cos, capture.sin, capture.pattern):
         assert tensor.dtype == torch.float32
         assert not tensor.requires_grad
-    site = backend.qk_site(1, "k")
+    (site,) = backend.qk_sites(1, "k")
     cache = model_cache(model, tokens, {site.name})
     assert cache[site.name].dtype == dtype
     torch.testing.assert_close(capture.k, site.to_canonical(cache[site.name]).float(), atol=0, rtol=0)
@@ -344,7 +351,7 @@ def test_hook_sites_of_the_models(model_factory, family: str) -> None:
     model = model_factory(family)
     backend = backend_for(model)
     tokens = tokens_of()
-    sites = [backend.qk_site(layer, which) for layer in range(backend.n_layers) for which in ("q", "k")]
+    sites = [site for layer in range(backend.n_layers) for which in ("q", "k") for site in backend.qk_sites(layer, which)]
     cache = model_cache(model, tokens, {site.name for site in sites})
     for site in sites:
         spec = backend.layer_spec(int(site.name.split(".")[1]))
@@ -355,86 +362,65 @@ def test_hook_sites_of_the_models(model_factory, family: str) -> None:
 
 
 # --- unsupported models ------------------------------------------------------------------------
-def _set_on_hf_attention(name: str, value: Any) -> Any:
-    def trigger(model: Any, mp: pytest.MonkeyPatch, layer: int) -> None:
-        mp.setattr(model.blocks[layer].attn.original_component, name, value, raising=False)
-
-    return trigger
-
-
-def _set_on_cfg(name: str) -> Any:
-    def trigger(model: Any, mp: pytest.MonkeyPatch, layer: int) -> None:
-        mp.setattr(model.cfg, name, True, raising=False)
-
-    return trigger
-
-
-def _llama4_scaling(model: Any, mp: pytest.MonkeyPatch, layer: int) -> None:
-    hf = model.blocks[layer].attn.original_component
-    mp.setattr(hf.config, "rope_parameters", {**hf.config.rope_parameters, "llama_4_scaling_beta": 0.1})
-
-
-TRIGGERS = {
-    "attention sinks (GPT-OSS)": _set_on_hf_attention("sinks", torch.zeros(4)),
-    "QK-norm after RoPE": _set_on_cfg("qk_norm_after_rope"),
-    "adjacent-pair RoPE on a cos/sin bridge (GLM/ERNIE/Cohere)": _set_on_cfg("rotary_adjacent_pairs"),
-    "llama-4 position-dependent query scaling": _llama4_scaling,
-    "key multipliers (Falcon-H1)": _set_on_hf_attention("key_multiplier", 0.5),
-}
-
-
-def test_every_unsupported_variant_is_tested() -> None:
-    assert sorted(check.reason for check in UNSUPPORTED) == sorted(TRIGGERS)
-
-
-@pytest.mark.parametrize("check", UNSUPPORTED, ids=lambda check: check.reason.split(" (")[0])
-@pytest.mark.parametrize("family", ["llama", "gemma3"])
-def test_unsupported_variants_are_refused(model_factory, monkeypatch, check, family: str) -> None:
-    model = model_factory(family)
-    before = model_state(model)
-    backend_for(model)  # supported as built
-    last = len(model.blocks) - 1
-    with monkeypatch.context() as mp:
-        TRIGGERS[check.reason](model, mp, last)
-        assert check.applies(model.blocks[last].attn.original_component, model.cfg)
-        with pytest.raises(ValueError, match=re.escape(check.reason)) as error:
-            backend_for(model)
-        assert "does not decompose exactly" in str(error.value)
-        assert re.search(r"Layer \d+ of ", str(error.value))
-    assert backend_for(model).family.name == family  # undone: accepted again
-    assert model_state(model) == before
-
-
-def test_refusal_names_the_offending_layer(model_factory, monkeypatch) -> None:
-    model = model_factory("qwen2")
-    with monkeypatch.context() as mp:
-        mp.setattr(model.blocks[1].attn.original_component, "sinks", torch.zeros(4), raising=False)
-        with pytest.raises(ValueError, match=r"^Layer 1 of .*attention sinks"):
-            backend_for(model)
-    assert not hasattr(model.blocks[1].attn.original_component, "sinks")
+@pytest.mark.parametrize("record", [f for f in FAMILIES if f.refused], ids=lambda f: f.name)
+def test_refused_families_say_what_and_why(model_factory, monkeypatch, record: families.Family) -> None:
+    model = model_factory("llama")
+    monkeypatch.setattr(psheads.backends.bridge, "family_of", lambda architecture: record)
+    with pytest.raises(UnsupportedModelError) as error:
+        backend_for(model)
+    assert "LlamaForCausalLM uses " in str(error.value) and record.refused in str(error.value)
+    assert isinstance(error.value, ValueError)
 
 
 @pytest.mark.parametrize(("family", "phase", "message"), [
-    ("llama", "post_reshape", "QK-norm, unlike the llama family"),
-    ("gemma3", None, "no QK-norm, unlike the gemma3 family"),
+    ("llama", "post_reshape", "has QK-norm, unlike the Llama family"),
+    ("gemma3", None, "has no QK-norm, unlike the Gemma 3 family"),
 ])
 def test_qk_norm_must_match_the_family(model_factory, monkeypatch, family, phase, message) -> None:
     model = model_factory(family)
     with monkeypatch.context() as mp:
         mp.setattr(model.blocks[0].attn, "_qk_norm_phase", phase, raising=False)
-        with pytest.raises(ValueError, match=r"Layer 0 of .*" + re.escape(message)):
+        with pytest.raises(UnsupportedModelError, match=r"Layer 0 of .*" + re.escape(message)):
             backend_for(model)
     assert backend_for(model).family.name == family  # undone: accepted again
 
 
-def test_generic_attention_without_table_hooks_is_refused(model_factory, monkeypatch) -> None:
-    """GPT-J's bridge attention has no hook_cos/hook_sin: only its family record says where its
-    tables are, so read as an unknown architecture it must be refused, not captured wrongly."""
-    model = model_factory("gptj")
-    assert not hasattr(model.blocks[0].attn, "hook_cos")
+def test_a_norm_after_rope_that_subtracts_the_mean_is_refused(model_factory, monkeypatch) -> None:
+    """An RMS norm after RoPE folds into q and k exactly; a LayerNorm (mean subtracted: it mixes the
+    planes) does not, and is refused with that reason."""
+    model = model_factory("gemma3")
+    monkeypatch.setattr(model.cfg, "qk_norm_after_rope", True, raising=False)
     monkeypatch.setattr(psheads.backends.bridge, "family_of", lambda architecture: GENERIC)
-    with pytest.raises(ValueError, match=r"Layer 0 of .*GPTJAttention without RoPE table hooks"):
+    assert backend_for(model).layer_spec(1).norm_eps is not None  # Gemma 3's own norms are RMS norms
+    real = BridgeBackend._post_rope_norms
+    monkeypatch.setattr(BridgeBackend, "_post_rope_norms", lambda self, layer: (
+        (torch.nn.LayerNorm(8), real(self, layer)[1]) if layer == 1 else real(self, layer)))
+    with pytest.raises(UnsupportedModelError, match=r"Layer 1 of Gemma3ForCausalLM normalises q after RoPE with "
+                                                    r"LayerNorm, which is not an RMS norm"):
         backend_for(model)
+
+
+def test_a_wrong_claim_of_a_norm_after_rope_fails_the_self_check(model_factory, monkeypatch) -> None:
+    """Gemma 3 normalises q and k before RoPE: read as if after, the planes miss its attention (its
+    norms' weights differ by dimension here; with equal weights, before and after are the same)."""
+    model = model_factory("gemma3", rms_norm_eps=1e-5)  # a model of this test's own
+    with torch.no_grad():
+        for block in model.blocks:
+            for norm in (block.attn.q_norm, block.attn.k_norm):
+                norm.original_component.weight.copy_(torch.linspace(-0.5, 0.5, 8))
+    monkeypatch.setattr(model.cfg, "qk_norm_after_rope", True, raising=False)
+    monkeypatch.setattr(psheads.backends.bridge, "family_of", lambda architecture: GENERIC)
+    with pytest.raises(psheads.SelfCheckError, match="do not rebuild"):
+        psheads.RopeLens(model)
+
+
+def test_gptj_read_with_the_common_rules_is_refused(model_factory, monkeypatch) -> None:
+    """GPT-J's attention receives its tables as (sin, cos) at half width: only its family record says
+    so. Read as an unknown architecture, it is refused rather than scored wrongly."""
+    model = model_factory("gptj")
+    monkeypatch.setattr(psheads.backends.bridge, "family_of", lambda architecture: GENERIC)
+    with pytest.raises(UnsupportedModelError, match="does not rotate with 'halves' pairing"):
+        psheads.RopeLens(model)
 
 
 def test_rejects_non_rope_and_non_transformerlens_models(model_factory) -> None:
@@ -649,7 +635,7 @@ def test_has_hooks() -> None:
 def test_has_hooks_on_a_models_hook_point(model_factory) -> None:
     model = model_factory("llama")
     backend = backend_for(model)
-    name = backend.qk_site(0, "q").name
+    name = backend.qk_sites(0, "q")[0].name
     assert not backend.has_hooks(model.hook_dict[name])
     with model.hooks(fwd_hooks=[(name, lambda tensor, hook: None)]):
         assert backend.has_hooks(model.hook_dict[name])
@@ -785,3 +771,12 @@ def test_an_attention_without_rotary_tables_gets_a_clear_error(model_factory) ->
         with backend.sdpa_table_recorder([0], {}):
             attention(hidden_states=torch.zeros(1, 3, int(model.cfg.d_model)))  # no position_embeddings
     assert model_state(model) == before
+
+
+def test_a_window_of_zero_is_no_window(model_factory, monkeypatch) -> None:
+    """Qwen2-MoE configs set sliding_window to 0 when sliding is off: read as a window of 0 it hid
+    every key, and the self-check reported a finite model's attention as not finite."""
+    model = model_factory("qwen2")
+    monkeypatch.setattr(model.blocks[0].attn.original_component, "sliding_window", 0)
+    assert backend_for(model).layer_spec(0).window is None
+    psheads.RopeLens(model)  # no false alarm

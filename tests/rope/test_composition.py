@@ -22,7 +22,7 @@ TOKENS = torch.randint(0, 64, (2, 9), generator=torch.Generator().manual_seed(11
 def interventions(lens: psheads.RopeLens, gate_plane: int, gate_head: int, user_head: int, user_scale: float,
                   edit_plane: int, edit_scale: float) -> dict:
     """Three interventions on layer ``LAYER``, each a context manager factory."""
-    site = lens.backend.qk_site(LAYER, "q")
+    (site,) = lens.backend.qk_sites(LAYER, "q")
 
     def user_hook(tensor: torch.Tensor, hook) -> torch.Tensor:
         canonical = site.to_canonical(tensor).clone()

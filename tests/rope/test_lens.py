@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 import psheads
 from psheads.rope import geometry
+from psheads.rope.layer import Layers
 from psheads.rope.lens import SelfCheckError
 from tests.conftest import FAMILIES, HOOKED_FAMILIES, model_state
 
@@ -308,3 +311,15 @@ def test_the_lens_cache_does_not_keep_models_alive(tmp_path) -> None:
     del model
     gc.collect()
     assert probe() is None
+
+
+def test_layers_are_looked_up_by_block() -> None:
+    """``lens.layers`` indexes by block (negative from the last), iterates the attention layers, and
+    names the attention layers when asked for a block without softmax attention (hybrid models)."""
+    geometries = [SimpleNamespace(layer=1), SimpleNamespace(layer=3)]
+    layers = Layers(geometries, n_blocks=4)
+    assert list(layers) == geometries and len(layers) == 2 and layers.indices == (1, 3)
+    assert layers[3] is geometries[1] and layers[-1] is geometries[1] and layers[-3] is geometries[0]
+    assert 1 in layers and 0 not in layers
+    with pytest.raises(ValueError, match=r"Layer 2 has no softmax attention .* layers are \[1, 3\] of its 4 blocks"):
+        layers[2]

@@ -49,7 +49,7 @@ from psheads.measure.engine import CHUNK_BYTES
 from psheads.results import schema
 from psheads.rope import geometry
 from psheads.rope.backends.facts import tokenizer_of
-from psheads.rope.inputs import check_tokens, layer_indices
+from psheads.rope.inputs import check_tokens
 from psheads.rope.layer import LayerCapture, LayerGeometry, rotated_keys, rotated_query
 from psheads.rope.lens import as_lens
 from psheads.tasks import Task, check_fits, checked_batch, get_task, with_hops
@@ -92,7 +92,7 @@ def head_margins(
     q = rotated_query(geo, capture, query)[:, heads]  # [b, h, d]
     batch, n_heads, d_head = q.shape
     n_keys = query + 1
-    visible = geometry.visible_keys(torch.tensor([query]), n_keys, geo.window)[0].to(q.device)
+    visible = geo.visible(torch.tensor([query]), n_keys)[0].to(q.device)
     logits = torch.empty(batch, n_heads, n_keys, dtype=torch.float64, device=q.device)
     longest = torch.zeros(batch, n_heads, dtype=torch.float64, device=q.device)
     step = max(1, CHUNK_BYTES // (8 * 3 * batch * geo.n_heads * d_head))
@@ -158,7 +158,7 @@ def discrepancy(model: Any, task: Task | str, lengths: Iterable[int] | None = No
     batch_size = validation.integer(batch_size, "batch_size", minimum=1)
     progress = validation.optional_boolean(progress, "progress")
     allow_task_mismatch = validation.boolean(allow_task_mismatch, "allow_task_mismatch")
-    chosen = layer_indices(layers, lens.n_layers)
+    chosen = lens.attention_layers(layers)
     per_layer = min(lens.layers[layer].n_heads for layer in chosen)
     heads = tuple(range(per_layer)) if heads is None else validation.integers(heads, "heads", minimum=0, unique=True)
     if not heads or max(heads) >= per_layer:

@@ -32,7 +32,7 @@ from psheads.interface.distributed import ordered_map
 from psheads.interface.progress import progress_bar
 from psheads.measure.prompts import KeyGroup, PromptSet
 from psheads.rope import geometry
-from psheads.rope.layer import LayerCapture, LayerGeometry
+from psheads.rope.layer import LayerCapture, LayerGeometry, weighted_query
 from psheads.rope.lens import RopeLens
 
 #: Bytes one intermediate fp64 tensor may take; prompts, heads and rows are chunked to fit.
@@ -50,20 +50,23 @@ class KeyLogits:
     the token (its pre-rotary key weighted by the query); see
     ``psheads.rope.geometry.position_token_factors``. The diagonal of M is the model's own logit row on
     S. ``other`` holds the logits to the visible keys outside S (BOS, the query itself, keys not
-    chosen), which no swap moves. Leading dims ``*lead`` are ``[prompt, head]`` for whole heads and
-    ``[prompt, head, plane]`` for per-plane views (``by_frequency``).
+    chosen), which no swap moves; an attention sink (gpt-oss) is one more such logit, outside the
+    soft-cap and every plane. Leading dims ``*lead`` are ``[prompt, head]`` for whole heads and
+    ``[prompt, head, plane]`` for per-plane views (``by_frequency``, which carry no sink).
 
     Attributes:
         positions: ``[n, k]`` (or broadcastable to ``[*lead, n, k]``) position factors.
         tokens: ``[*lead, n, k]`` token factors.
         other: ``[*lead, n_other]`` pre-soft-cap logits to the other visible keys.
         softcap: the layer's soft-cap, applied entrywise by every accessor.
+        sinks: ``[*lead]`` the heads' attention-sink logits, or None.
     """
 
     positions: Float[Tensor, "*lead n k"]
     tokens: Float[Tensor, "*lead n k"]
     other: Float[Tensor, "*lead n_other"]
     softcap: float | None
+    sinks: Float[Tensor, "*lead"] | None = None
 
     @property
     def n(self) -> int:
@@ -89,8 +92,9 @@ class KeyLogits:
 
     @functools.cached_property
     def other_logits(self) -> Float[Tensor, "*lead n_other"]:
-        """Logits to the visible keys outside S (soft-capped)."""
-        return geometry.soft_cap(self.other, self.softcap)
+        """Logits to the visible keys outside S (soft-capped), then the sink's (if any)."""
+        other = geometry.soft_cap(self.other, self.softcap)
+        return other if self.sinks is None else torch.cat([other, self.sinks.unsqueeze(-1).to(other)], dim=-1)
 
     @functools.cached_property
     def log_attention(self) -> Float[Tensor, "*lead visible"]:
@@ -115,7 +119,9 @@ class KeyLogits:
         """The view restricted to some flattened leading entries (``index`` into ``lead.numel()``)."""
         shape = (*self.lead, *self.positions.shape[-2:])
         positions = self.positions if self.positions.ndim == 2 else self.positions.expand(shape).flatten(0, -3)[index]
-        return KeyLogits(positions, self.tokens.flatten(0, -3)[index], self.other.flatten(0, -2)[index], self.softcap)
+        sinks = None if self.sinks is None else self.sinks.expand(self.lead).flatten()[index]
+        return KeyLogits(positions, self.tokens.flatten(0, -3)[index], self.other.flatten(0, -2)[index], self.softcap,
+                         sinks)
 
     def flat(self) -> KeyLogits:
         """The view with its leading dims flattened into one."""
@@ -204,7 +210,7 @@ def key_logits(geo: LayerGeometry, capture: LayerCapture, group: KeyGroup, heads
     cos, sin = capture.full_tables
     t = group.query
     q = capture.q[rows, 0][:, _index(heads.tolist(), device)].double()  # [g, h, d]
-    q_rot = geometry.rotate(q, cos[t], sin[t], geo.layout)
+    q_rot = weighted_query(geo, geometry.rotate(q, cos[t], sin[t], geo.layout))
     k = rearrange(capture.k[rows], "prompt pos kv d -> prompt kv pos d")[:, _index(geo.kv_head_of[heads].tolist(), device)]
     swappable, others = _index(group.swappable, device), _index(group.others, device)
     positions, tokens = geometry.position_token_factors(q_rot, k[:, :, swappable], cos[swappable], sin[swappable],
@@ -212,11 +218,16 @@ def key_logits(geo: LayerGeometry, capture: LayerCapture, group: KeyGroup, heads
     k_other = geometry.rotate(k[:, :, others].double(), cos[others], sin[others], geo.layout)
     products = q_rot.unsqueeze(-2) * k_other * geo.scale  # [g, h, n_other, d]
     if not by_frequency:
-        return [KeyLogits(positions, tokens, products.sum(-1), geo.softcap)]
+        sinks = geo.sink_logits()  # per head of one layer (stacked layers share their sinks)
+        sinks = None if sinks is None else sinks[heads.cpu() % len(sinks)].to(device).expand(len(group.rows), -1)
+        return [KeyLogits(positions, tokens, products.sum(-1), geo.softcap, sinks)]
     planes = geo.n_planes
     (p, t_), (p0, t0) = geometry.plane_factors(positions, tokens, planes)  # [(g, h,) plane, n, 2 or 1]
     o = rearrange(products @ geo.layout.membership().to(device), "... other plane -> ... plane other")
-    return [KeyLogits(p, t_, o[:, :, :planes], geo.softcap), KeyLogits(p0, t0, o[:, :, planes:], geo.softcap)]
+    unrotated = KeyLogits(p0, t0, o[:, :, planes:], geo.softcap)
+    if planes == 0:  # a layer without RoPE: plane 0 is the whole head
+        return [unrotated]
+    return [KeyLogits(p, t_, o[:, :, :planes], geo.softcap), unrotated]
 
 
 def run(
@@ -279,7 +290,7 @@ def _batch(lens: RopeLens, prompts: PromptSet, measure: Measurement, layers: lis
         per_layer = lens.layers[stack[0]].n_heads
         chosen = torch.tensor(heads if heads is not None else range(per_layer))
         stacked = torch.cat([i * per_layer + chosen for i in range(len(stack))])
-        for group in prompts.key_groups(indices, geo.window, min_keys, need, geo.layer):
+        for group in prompts.key_groups(indices, geo, min_keys, need):
             # the token factors hold [prompt, head, n, d + 1] (twice while built, and the swap score
             # keeps both factors in rank order too): cut the group to fit
             per_prompt = 8 * len(stacked) * len(group.swappable) * (geo.d_head + 1) * 5

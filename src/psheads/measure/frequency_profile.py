@@ -16,7 +16,6 @@ from psheads.measure import engine
 from psheads.measure.engine import KeyLogits
 from psheads.measure.prompts import PromptConfig, PromptOptions, prepare_prompts
 from psheads.results import schema
-from psheads.rope.inputs import layer_indices
 from psheads.rope.lens import as_lens
 
 logger = logging.getLogger(__name__)
@@ -159,7 +158,7 @@ def frequency_profile(model_or_lens: Any, prompts: Any, config: ProfileConfig | 
     progress = validation.optional_boolean(progress, "progress")
     model_name = schema.model_name(model_name)
     lens = as_lens(model_or_lens)
-    chosen = layer_indices(config.layers, lens.n_layers)
+    chosen = lens.attention_layers(config.layers)
     prepared = prepare_prompts(lens.backend, prompts, config.prompt_options)
 
     reducer = engine.RunningMean(by_frequency=True)

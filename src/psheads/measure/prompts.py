@@ -26,6 +26,7 @@ from psheads.interface import validation
 from psheads.interface.config import config_dict, from_known_fields
 from psheads.rope.backends import Backend
 from psheads.rope.inputs import check_tokens
+from psheads.rope.layer import LayerGeometry
 
 
 # --- options --------------------------------------------------------------------------------
@@ -205,9 +206,9 @@ class PromptSet(Sequence):
             query = torch.tensor([p.query for p in chunk])
             yield list(range(start, start + len(chunk))), tokens, query
 
-    def key_groups(self, indices: list[int], window: int | None, minimum: int, need: str,
-                   layer: int) -> list[KeyGroup]:
-        """Group a batch's prompts by (query, S, other visible keys) under a layer's ``window``.
+    def key_groups(self, indices: list[int], geo: LayerGeometry, minimum: int, need: str) -> list[KeyGroup]:
+        """Group a batch's prompts by (query, S, other visible keys) under layer ``geo``'s mask (its
+        sliding window or attention chunk).
 
         Raises:
             ValueError: a prompt has fewer than ``minimum`` swappable keys at this layer (``need``
@@ -216,16 +217,17 @@ class PromptSet(Sequence):
         groups: dict[tuple, KeyGroup] = {}
         for row, index in enumerate(indices):
             prompt = self.prompts[index]
-            key = (prompt.query, prompt.candidates, window)
+            key = (prompt.query, prompt.candidates, geo.window, geo.chunk)
             layout = self._layouts.get(key)
             if layout is None:
-                layout = self._layouts[key] = _window_layout(prompt.query, prompt.candidates, window)
+                layout = self._layouts[key] = _window_layout(prompt.query, prompt.candidates, geo)
             swappable, others = layout
             if len(swappable) < minimum:
+                mask = "" if geo.chunk is None else f", chunk {geo.chunk}"
                 raise ValueError(
-                    f"Prompt {index} has {len(swappable)} swappable keys at layer {layer} "
-                    f"(query {prompt.query}, window {window}): fewer than {need}. Use longer prompts, a smaller "
-                    "block_size or more swappable positions."
+                    f"Prompt {index} has {len(swappable)} swappable keys at layer {geo.layer} "
+                    f"(query {prompt.query}, window {geo.window}{mask}): fewer than {need}. Use longer prompts, a "
+                    "smaller block_size or more swappable positions."
                 )
             group = groups.get((prompt.query, *layout))
             if group is None:
@@ -235,9 +237,12 @@ class PromptSet(Sequence):
         return list(groups.values())
 
 
-def _window_layout(query: int, candidates: tuple[int, ...], window: int | None) -> tuple[tuple, tuple]:
-    """``(S, others)``: swappable keys and the other visible keys under a sliding ``window``."""
-    first = 0 if window is None else max(0, query - window + 1)
+def _window_layout(query: int, candidates: tuple[int, ...], geo: LayerGeometry) -> tuple[tuple, tuple]:
+    """``(S, others)``: swappable keys and the other visible keys under the layer's mask (the keys a
+    sliding window or an attention chunk leaves visible are a run ending at the query)."""
+    first = 0 if geo.window is None else max(0, query - geo.window + 1)
+    if geo.chunk is not None:
+        first = max(first, query - query % geo.chunk)
     swappable = tuple(p for p in candidates if p >= first)
     in_s = set(swappable)
     return swappable, tuple(j for j in range(first, query + 1) if j not in in_s)

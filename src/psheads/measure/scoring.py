@@ -73,6 +73,9 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
         positional_std, symbolic_std, [method columns,] entropy, n_prompts, label`` (std over
         prompts, ddof=0; columns in ``psheads.results.schema.SCORES``). ``label`` is an ordered categorical
         (``psheads.results.schema.LABEL_ORDER``: positional < mixed < symbolic < uniform < non-finite).
+        In a hybrid model each requested block without softmax attention (linear attention,
+        state-space, convolution) is one row labelled ``"not attention"``, with no head (``head`` is
+        then a nullable integer) and NaN scores.
         ``df.attrs`` holds the full config (``ScoreConfig.from_dict(df.attrs["config"])`` re-runs
         it), model, backend, dtype and versions.
     """
@@ -81,7 +84,10 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
     model_name = schema.model_name(model_name)
     method = get_score_method(config.method)
     lens = as_lens(model_or_lens)
-    chosen = layer_indices(config.layers, lens.n_layers)
+    requested = layer_indices(config.layers, lens.n_layers)
+    chosen = [layer for layer in requested if layer in lens.layers]
+    if not chosen:
+        lens.layer(requested[0])  # raises: names the blocks that hold attention
     if config.heads is not None:
         n_heads = min(lens.layers[layer].n_heads for layer in chosen)
         bad = [h for h in config.heads if not 0 <= h < n_heads]
@@ -108,6 +114,7 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
     frame["label"] = pd.Categorical([label(p, s, config.gamma) for p, s in zip(frame["positional"], frame["symbolic"])],
                                     dtype=schema.LABEL_DTYPE)
     _check_finite(frame, [*method.columns, "entropy"], config.nonfinite)
+    frame = _with_other_blocks(frame, sorted(set(requested) - set(chosen)))
     frame.attrs.update({
         "config": config.to_dict(),
         "model": lens.backend.model_name,
@@ -141,6 +148,22 @@ def _one_prompt(prompt: Any) -> list:
             for item in prompt):
         raise ValueError(f"prompt: swap_attention takes one prompt, got a list of {len(prompt)}; pass one of them.")
     return [prompt]
+
+
+def _with_other_blocks(frame: pd.DataFrame, layers: list[int]) -> pd.DataFrame:
+    """``frame`` with one row per block of ``layers`` (blocks without softmax attention, in a hybrid
+    model), labelled ``"not attention"``: no head (``head`` and the other keys become nullable
+    integers), NaN scores, no prompts. Rows stay sorted by layer."""
+    if not layers:
+        return frame
+    rows = pd.DataFrame({"layer": layers, **({"n_prompts": 0} if "n_prompts" in frame.columns else {})})
+    labels = [*frame["label"], *[schema.NOT_ATTENTION] * len(layers)]
+    out = pd.concat([frame, rows], ignore_index=True)
+    keys = [name for name in ("prompt", "layer", "head", "plane") if name in frame.columns]
+    out = out.astype({name: "Int64" if name not in ("layer", "n_prompts") else dtype
+                      for name, dtype in frame.dtypes.items() if pd.api.types.is_integer_dtype(dtype)})
+    out["label"] = pd.Categorical(labels, dtype=schema.LABEL_DTYPE)
+    return out.sort_values(keys, kind="stable", na_position="first").reset_index(drop=True)
 
 
 def _check_finite(frame: pd.DataFrame, columns: list[str], nonfinite: str) -> None:
@@ -202,7 +225,7 @@ def swap_attention(model_or_lens: Any, prompt: Any, layer: int, head: int, confi
             pass
     (swap,) = details
     prompt_0 = prepared[0]
-    swappable = prepared.key_groups([0], geo.window, minimum, "", geo.layer)[0].swappable
+    swappable = prepared.key_groups([0], geo, minimum, "")[0].swappable
     blocks = make_blocks(len(swappable), config.block_size)
     positions = [tuple(swappable[k] for k in block.tolist()) for block in blocks]
     i, j = swap.pairs[:, 0], swap.pairs[:, 1]

@@ -332,10 +332,10 @@ def layer_kinds(lens: Any) -> dict[int, str]:
     """``{layer: "local" | "global"}`` from a ``RopeLens``'s geometry (local = sliding window).
 
     Args:
-        lens: a ``psheads.RopeLens`` (anything with a ``layers`` list of ``LayerGeometry``).
+        lens: a ``psheads.RopeLens`` (anything whose ``layers`` iterate over ``LayerGeometry``).
     """
     layers = getattr(lens, "layers", None)
-    if layers is None or isinstance(layers, (str, bytes)) or not isinstance(layers, Sequence) or not all(
+    if layers is None or isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable) or not all(
             hasattr(geo, "window") for geo in layers):
         raise TypeError(f"layer_kinds needs a psheads.RopeLens (its layers' geometry tells the sliding windows), got "
                         f"{type(lens).__name__}; wrap a model first: psheads.RopeLens(model).")

@@ -96,10 +96,14 @@ def tag_model(frame: pd.DataFrame, name: str | None) -> pd.DataFrame:
     return frame
 
 
-LABEL_ORDER = ("positional", "mixed", "symbolic", "uniform", "non-finite")
+NOT_ATTENTION = "not attention"
+"""The label of a block without softmax attention (hybrid models): no head to score."""
+
+LABEL_ORDER = ("positional", "mixed", "symbolic", "uniform", "non-finite", NOT_ATTENTION)
 """The head labels in their order: along the positional–symbolic axis (a mixed head lies between a
 positional and a symbolic one), then ``uniform`` (both scores high: swaps change nothing, so the
-head is on neither side of that axis), then ``non-finite`` (no measurement at all)."""
+head is on neither side of that axis), then ``non-finite`` (no measurement at all), then ``not
+attention`` (a block of a hybrid model whose mixer is not softmax attention: no head to score)."""
 
 LABEL_DTYPE = pd.CategoricalDtype(LABEL_ORDER, ordered=True)
 """dtype of the ``label`` column: sorting, ``min``/``max`` and ``<`` follow ``LABEL_ORDER``."""
@@ -145,7 +149,8 @@ SCORES = FrameSchema("score_heads", (
     Column("interaction", "float", "share of the interaction effects (method 'anova')"),
     Column("entropy", "float", "attention entropy at the query over the visible keys / log(#keys)"),
     Column("n_prompts", "int", "prompts averaged (reduced frames)"),
-    Column("label", "category", "positional < mixed < symbolic < uniform < non-finite (threshold γ; LABEL_ORDER)"),
+    Column("label", "category", "positional < mixed < symbolic < uniform < non-finite (threshold γ; LABEL_ORDER); "
+           "'not attention' for a hybrid model's blocks without softmax attention (one row each, no head)"),
 ), per_model=True)
 """``score_heads``: one row per (layer, head[, plane]) or per (prompt, layer, head[, plane])."""
 

@@ -21,31 +21,39 @@ from typing import Any, Literal
 
 from psheads.rope.geometry import Pairing
 
-TableSource = Literal["cos_sin_hooks", "position_embeddings"]
-WindowSource = Literal["module", "config"]
+TableLayout = Literal["auto", "sin_first_pairs", "negated_sin"]
+
+
+class UnsupportedModelError(ValueError):
+    """psheads cannot decompose this model's attention exactly; the message names the architecture,
+    the feature and why (raised before any score is produced)."""
 
 
 @dataclass(frozen=True)
 class Family:
-    """How psheads reads one architecture family.
+    """How psheads reads one architecture family: what cannot be read off the model reliably.
 
     Attributes:
         name: short name (``"gptj"``, ``"llama"``, …).
         architectures: Hugging Face model classes (``type(bridge.original_model).__name__``), which
             are also HookedTransformer's ``cfg.original_architecture``.
-        pairing: how head dims pair into planes (``"adjacent"`` for GPT-J, ``"halves"`` otherwise).
-        tables: where a TransformerBridge exposes the rotation tables: its ``hook_cos`` /
-            ``hook_sin`` hooks, or (GPT-J, whose bridge never fires them) the ``position_embeddings``
-            argument of the HF attention module.
-        live_pattern: a tensor returned at the bridge's ``hook_pattern`` feeds the layer's output
-            (False for GPT-J, whose bridge fires the hook after the HF attention has run).
+        title: the family's name for people (``"GPT-NeoX / Pythia"``).
+        pairing: how head dims pair into planes (``"adjacent"``: GPT-J, Llama 4); None: read from the
+            bridge (adjacent where TransformerLens rotates adjacent pairs, as for GLM, ERNIE and Cohere,
+            or where multi-head latent attention interleaves its rotary dims).
+        table_layout: how those tables become per-dimension ones beyond the rules every family shares:
+            ``"sin_first_pairs"`` (GPT-J: ``(sin, cos)`` at half width, one entry per adjacent pair)
+            or ``"negated_sin"`` (NanoChat rotates by −θ).
         fixed_context: rotation tables are precomputed up to ``n_ctx``, so inputs are capped there.
-        window: where a sliding window is configured: on each attention module (None on global
-            layers), in the model config for every layer, or nowhere (None).
         softcap: attention logits are soft-capped (``attn_logit_softcapping``).
         qk_norm: q and k are normalised before RoPE; they are read after the norm.
+        norms_after_rope: the Hugging Face attention's attributes holding the RMS norms it applies to
+            q and k after RoPE, where the bridge does not say so itself (NanoChat, Llama 4).
+        rotates: ``rotates(hf_attention)``: whether a layer applies RoPE at all, for families whose
+            attention receives the tables on every layer but uses them on some (AFMoE's global
+            layers); None: every layer that receives tables rotates.
+        refused: why psheads cannot decompose this family exactly ("" when it can).
         features: what the family exercises, for the docs' generated family table (GQA, …).
-        title: the family's name for people (``"GPT-NeoX / Pythia"``).
         hooked: TransformerLens 3.x builds it as a ``HookedTransformer`` from a local directory
             (psheads' zoo does, and the tests run it on both backends).
         sdpa: its Hugging Face attention runs as SDPA, so long inputs are captured without forming
@@ -56,44 +64,81 @@ class Family:
     name: str
     architectures: tuple[str, ...]
     title: str = ""
-    pairing: Pairing = "halves"
-    tables: TableSource = "cos_sin_hooks"
-    live_pattern: bool = True
+    pairing: Pairing | None = None
+    table_layout: TableLayout = "auto"
     fixed_context: bool = False
-    window: WindowSource | None = None
     softcap: bool = False
     qk_norm: bool = False
+    norms_after_rope: tuple[str, str] | None = None
+    rotates: Callable[[Any], bool] | None = None
+    refused: str = ""
     features: tuple[str, ...] = ()
     hooked: bool = False
     sdpa: bool = True
 
 
 FAMILIES: tuple[Family, ...] = (
-    Family("gptj", ("GPTJForCausalLM",), "GPT-J", pairing="adjacent", tables="position_embeddings",
-           live_pattern=False, fixed_context=True, features=("adjacent pairs", "partial rotary"), hooked=True),
-    Family("neox", ("GPTNeoXForCausalLM",), "GPT-NeoX / Pythia", features=("partial rotary",), hooked=True,
-           sdpa=False),
-    Family("llama", ("LlamaForCausalLM",), "Llama", features=("GQA", "llama3 / YaRN / linear / dynamic-NTK scaling"),
+    Family("gptj", ("GPTJForCausalLM",), "GPT-J", pairing="adjacent", table_layout="sin_first_pairs",
+           fixed_context=True, features=("adjacent pairs", "partial rotary"), hooked=True),
+    Family("neox", ("GPTNeoXForCausalLM",), "GPT-NeoX / Pythia", pairing="halves", features=("partial rotary",),
+           hooked=True, sdpa=False),
+    Family("llama", ("LlamaForCausalLM",), "Llama", pairing="halves",
+           features=("GQA", "llama3 / YaRN / linear / dynamic-NTK scaling"), hooked=True),
+    Family("mistral", ("MistralForCausalLM",), "Mistral", pairing="halves", features=("GQA", "sliding window"),
            hooked=True),
-    Family("mistral", ("MistralForCausalLM",), "Mistral", window="config", features=("GQA", "sliding window"),
-           hooked=True),
-    Family("qwen2", ("Qwen2ForCausalLM",), "Qwen2", window="module", features=("GQA", "q/k biases"), hooked=True),
-    Family("gemma", ("GemmaForCausalLM",), "Gemma", features=("MQA",), hooked=True),
-    Family("gemma2", ("Gemma2ForCausalLM",), "Gemma 2", window="module", softcap=True,
+    Family("qwen2", ("Qwen2ForCausalLM",), "Qwen2", pairing="halves", features=("GQA", "q/k biases"), hooked=True),
+    Family("gemma", ("GemmaForCausalLM",), "Gemma", pairing="halves", features=("MQA",), hooked=True),
+    Family("gemma2", ("Gemma2ForCausalLM",), "Gemma 2", pairing="halves", softcap=True,
            features=("GQA", "query_pre_attn_scalar", "soft-cap", "local/global layers"), hooked=True, sdpa=False),
-    Family("gemma3", ("Gemma3ForCausalLM",), "Gemma 3", window="module", qk_norm=True,
+    Family("gemma3", ("Gemma3ForCausalLM",), "Gemma 3", pairing="halves", qk_norm=True,
            features=("GQA", "QK-norm", "local/global RoPE bases", "sliding window")),
+    Family("nanochat", ("NanoChatForCausalLM",), "NanoChat", pairing="halves", table_layout="negated_sin",
+           norms_after_rope=("q_norm", "k_norm"), features=("rotation by −θ", "QK-norm after RoPE")),
+    Family("llama4", ("Llama4ForCausalLM",), "Llama 4", pairing="adjacent", norms_after_rope=("qk_norm", "qk_norm"),
+           features=("complex rotation tables", "QK-norm after RoPE", "NoPE layers", "attention temperature",
+                     "chunked attention", "MoE")),
+    Family("afmoe", ("AfmoeForCausalLM",), "AFMoE", pairing="halves", qk_norm=True,
+           rotates=lambda attention: bool(getattr(attention, "is_local_attention", True)),
+           features=("QK-norm", "RoPE on sliding layers only", "MoE")),
+    Family("cohere2", ("Cohere2ForCausalLM",), "Command R7B (Cohere 2)",
+           rotates=lambda attention: getattr(attention, "sliding_window", None) is not None,
+           features=("adjacent pairs", "RoPE on sliding layers only")),
+    Family("exaone4", ("Exaone4ForCausalLM",), "EXAONE 4", pairing="halves", qk_norm=True,
+           rotates=lambda attention: attention.sliding_window is None or bool(getattr(attention, "is_sliding", False)),
+           features=("QK-norm", "RoPE on sliding layers only")),
+    Family("jetmoe", ("JetMoeForCausalLM", "JetMoEForCausalLM"), "JetMoE", features=("mixture of attention heads",),
+           refused="a mixture of attention heads: each token routes its query to a few of several query experts, so "
+                   "a query head is a routing slot whose weights change from token to token, not a head whose "
+                   "scores can be compared across keys and prompts"),
+    Family("deepseek_v4", ("DeepseekV4ForCausalLM",), "DeepSeek V4", features=("compressed keys",),
+           refused="compressed key entries: its attention also attends to keys pooled from blocks of tokens, chosen "
+                   "by a separate scorer, which are not token positions that a swap could move"),
+    Family("hrm_text", ("HrmTextForCausalLM",), "HRM", features=("recurrent layer stacks",),
+           refused="layers that run several times per forward pass (hierarchical reasoning cycles): one layer's "
+                   "attention has several different q and k per input, which no per-layer capture can tell apart"),
+    Family("codegen", ("CodeGenForCausalLM",), "CodeGen", features=("fused q/v/k in four shards",),
+           refused="a TransformerLens bridge that cannot run: its CodeGen attention reads embed_positions and "
+                   "scale_attn, which transformers 5.24 removed from CodeGenAttention"),
+    Family("zamba2", ("Zamba2ForCausalLM",), "Zamba 2", features=("shared attention blocks", "mamba blocks"),
+           refused="opaque blocks: TransformerLens wraps each Zamba2 block whole, with no attention, q, k or pattern "
+                   "hook in its shared attention (which applies RoPE only with use_mem_rope)"),
+    Family("recurrent_gemma", ("RecurrentGemmaForCausalLM",), "RecurrentGemma", features=("recurrent blocks",),
+           refused="opaque blocks: TransformerLens wraps each RecurrentGemma block whole, with no attention, q, k "
+                   "or pattern hook to read the attention from"),
 )
-"""The families psheads is tested on (tiny look-alikes of each, both backends where TL builds them)."""
+"""The families with a record: those psheads is tested on with a tiny look-alike, those whose
+quirks need data, and those it refuses (``refused``). Every other RoPE architecture is read with the
+common rules (``GENERIC``) and accepted only if the self-check passes."""
 
 GENERIC = Family("rotary", (), "any other RoPE architecture")
-"""Any other TransformerBridge model whose attention fires ``hook_cos``/``hook_sin``: read with the
-common rules and accepted only if the self-check passes. QK-norm is detected on the bridge."""
+"""Any other TransformerBridge model: read with the common rules and accepted only if the self-check
+passes. QK-norm is detected on the bridge."""
 
 
-def family_titles(families: tuple[Family, ...] = FAMILIES) -> str:
-    """The families' names for people, joined for a sentence (``"GPT-J, GPT-NeoX / Pythia, …"``)."""
-    return ", ".join(family.title for family in families)
+def family_titles(families: tuple[Family, ...] | None = None) -> str:
+    """The supported families' names for people, joined for a sentence (``"GPT-J, GPT-NeoX / Pythia, …"``)."""
+    chosen = tuple(family for family in FAMILIES if not family.refused) if families is None else families
+    return ", ".join(family.title for family in chosen)
 
 
 def hooked_families() -> tuple[Family, ...]:
@@ -108,36 +153,6 @@ def family_of(architecture: str) -> Family:
             return family
     return GENERIC
 
-
-@dataclass(frozen=True)
-class Unsupported:
-    """An attention variant psheads cannot decompose exactly, and how to recognise it.
-
-    Attributes:
-        reason: what the variant is, for the error message.
-        applies: ``applies(hf_attention, config)`` on a bridge's HF attention module and TL config.
-    """
-
-    reason: str
-    applies: Callable[[Any, Any], bool]
-
-
-def _rope_parameters(hf_attention: Any) -> dict:
-    rope = getattr(getattr(hf_attention, "config", None), "rope_parameters", None)
-    return rope if isinstance(rope, dict) else {}
-
-
-UNSUPPORTED: tuple[Unsupported, ...] = (
-    Unsupported("attention sinks (GPT-OSS)", lambda hf, cfg: getattr(hf, "sinks", None) is not None),
-    Unsupported("QK-norm after RoPE", lambda hf, cfg: bool(getattr(cfg, "qk_norm_after_rope", False))),
-    Unsupported("adjacent-pair RoPE on a cos/sin bridge (GLM/ERNIE/Cohere)",
-                lambda hf, cfg: bool(getattr(cfg, "rotary_interleaved_cos_sin", False)
-                                     or getattr(cfg, "rotary_adjacent_pairs", False))),
-    Unsupported("llama-4 position-dependent query scaling",
-                lambda hf, cfg: _rope_parameters(hf).get("llama_4_scaling_beta") is not None),
-    Unsupported("key multipliers (Falcon-H1)", lambda hf, cfg: getattr(hf, "key_multiplier", None) is not None),
-)
-"""Variants refused on a TransformerBridge (checked on every layer of a cos/sin-hook family)."""
 
 HOOKED_UNSUPPORTED: tuple[tuple[str, str], ...] = (
     ("use_qk_norm", "normalises q/k after hook_q/hook_k (QK-norm)"),

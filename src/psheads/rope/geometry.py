@@ -308,13 +308,18 @@ def soft_cap(logits: Tensor, cap: float | None) -> Tensor:
     return cap * torch.tanh(logits / cap)
 
 
-def visible_keys(query: Int[Tensor, " batch"], n_keys: int, window: int | None) -> Bool[Tensor, "batch key"]:
-    """Keys a causal (optionally sliding-window) head sees from each query position."""
+def visible_keys(query: Int[Tensor, " batch"], n_keys: int, window: int | None,
+                 chunk: int | None = None) -> Bool[Tensor, "batch key"]:
+    """Keys a causal head sees from each query position: with a sliding ``window``, key j is visible
+    from t iff ``0 <= t - j < window``; with ``chunk`` (Llama 4's chunked attention) only keys of the
+    query's own chunk (``j // chunk == t // chunk``) are."""
     keys = torch.arange(n_keys, device=query.device)
     distance = query.unsqueeze(-1) - keys
     visible = distance >= 0
     if window is not None:
         visible &= distance < window
+    if chunk is not None:
+        visible &= query.unsqueeze(-1) // chunk == keys // chunk
     return visible
 
 
@@ -335,6 +340,9 @@ def plane_keep_mask(
             mask[layout.rotary_dim :] = 0.0
         elif 1 <= fid <= layout.n_planes:
             mask[layout.dims[fid - 1]] = 0.0
+        elif layout.n_planes == 0:
+            raise ValueError(f"planes: frequency ID {fid} does not exist: this layer applies no RoPE, so its only "
+                             "plane is 0 (every dimension).")
         else:
             raise ValueError(
                 f"planes: frequency ID {fid} is out of range: this layer has planes 1…{layout.n_planes} "

@@ -69,7 +69,7 @@ def check_tokens(backend: Backend, tokens: Any) -> Int[Tensor, "batch pos"]:
         raise ValueError("tokens is empty: pass at least one token.")
     limit = backend.max_positions
     if limit is not None and tokens.shape[1] > limit:
-        raise ValueError(f"Sequence length {tokens.shape[1]} exceeds the model's context of {limit} tokens.")
+        raise ValueError(f"Sequence length {tokens.shape[1]} exceeds {backend.max_positions_reason}.")
     if tokens.shape[1] > backend.n_ctx:
         warnings.warn(f"Sequence length {tokens.shape[1]} exceeds the model's context of {backend.n_ctx} tokens: "
                       "its rotation tables extrapolate there, and the model was not trained at those positions.",

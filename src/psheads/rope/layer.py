@@ -10,14 +10,35 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from psheads.rope import geometry
+from psheads.rope.families import UnsupportedModelError
+
+
+@dataclass(frozen=True)
+class QueryScale:
+    """A factor on the query that depends on its absolute position p only (Llama 4's attention
+    temperature, Ministral 3's llama-4 scaling): ``s(p) = 1 + slope · ln(1 + floor((p + offset) / period))``.
+
+    It multiplies every plane of the query alike, so the decomposition stays exact; the capture
+    applies it to the query (``psheads.rope.backends``).
+    """
+
+    slope: float
+    period: float
+    offset: int = 0
+
+    def at(self, positions: Tensor) -> Float[Tensor, "..."]:
+        """``s(p)`` at integer ``positions``, fp64."""
+        steps = torch.floor((positions.double() + self.offset) / self.period)
+        return 1 + self.slope * torch.log1p(steps)
 
 
 @dataclass(frozen=True)
@@ -27,11 +48,21 @@ class LayerSpec:
     Attributes:
         n_heads: query heads.
         n_kv_heads: key/value heads (GQA: query head h reads KV head ``h // (n_heads / n_kv_heads)``).
-        d_head: head dimension.
+        d_head: head dimension (of q and k; the values may differ).
         pairing: ``"halves"`` or ``"adjacent"``.
         scale: factor multiplying ``q_rot · k_rot`` (``1/√d_head`` by default).
         softcap: Gemma-2 logit soft-cap, or None.
         window: sliding window (key j is visible from t iff ``0 <= t - j < window``), or None.
+        chunk: chunked attention (Llama 4): key j is visible from t only if ``j // chunk == t // chunk``.
+        sinks: per query head, a learned logit that joins every softmax as one extra column and is
+            dropped afterwards (gpt-oss's attention sinks), or None. It lies outside every plane.
+        norm_eps: ``(eps_q, eps_k)`` of an RMS norm the model applies to q and k *after* RoPE
+            (HunYuan, NanoChat, Llama 4), or None. Rotation keeps a vector's norm, so the capture
+            divides the pre-rotary q and k by the RMS of their rotated selves.
+        query_weight: ``[d_head]`` per-dimension weights that norm multiplies after RoPE, folded into
+            the query (``w_q · w_k``), or None. A plane whose two weights differ is then no longer a
+            function of relative position alone.
+        query_scale: a per-position factor on the query (``QueryScale``), or None.
     """
 
     n_heads: int
@@ -41,6 +72,11 @@ class LayerSpec:
     scale: float
     softcap: float | None
     window: int | None
+    chunk: int | None = None
+    sinks: tuple[float, ...] | None = None
+    norm_eps: tuple[float, float] | None = None
+    query_weight: tuple[float, ...] | None = None
+    query_scale: QueryScale | None = None
 
 
 @dataclass
@@ -54,6 +90,8 @@ class LayerCapture:
         cos: per-element cos table ``[pos, rotary_dim]`` the model used.
         sin: per-element sin table ``[pos, rotary_dim]``.
         pattern: the model's own attention pattern ``[batch, head, query, pos]``, when requested.
+        reference: with ``pattern``, where TransformerLens computes the attention itself: the pattern
+            the original Hugging Face attention computes on the same inputs (a check on the bridge).
     """
 
     q: Float[Tensor, "batch query head d_head"]
@@ -61,6 +99,7 @@ class LayerCapture:
     cos: Float[Tensor, "pos rotary_dim"]
     sin: Float[Tensor, "pos rotary_dim"]
     pattern: Float[Tensor, "batch head query pos"] | None = None
+    reference: Float[Tensor, "batch head query pos"] | None = None
 
     @functools.cached_property
     def full_tables(self) -> tuple[Float[Tensor, "pos d_head"], Float[Tensor, "pos d_head"]]:
@@ -86,6 +125,7 @@ class LayerGeometry:
         magnitude: ``[F]`` norm of the (cos, sin) factors (1 for plain RoPE; YaRN's attention
             factor otherwise). Logits carry its square.
         layout: plane layout (dimension pairs in frequency-ID order).
+        chunk, sinks, norm_eps, query_weight, query_scale: as in ``LayerSpec``.
     """
 
     layer: int
@@ -100,6 +140,11 @@ class LayerGeometry:
     theta: Float[Tensor, " plane"]
     magnitude: Float[Tensor, " plane"]
     layout: geometry.PlaneLayout
+    chunk: int | None = None
+    sinks: tuple[float, ...] | None = None
+    norm_eps: tuple[float, float] | None = None
+    query_weight: tuple[float, ...] | None = None
+    query_scale: QueryScale | None = None
 
     @classmethod
     def from_tables(
@@ -108,9 +153,12 @@ class LayerGeometry:
         """Read θ, magnitude and the fastest-first plane order from the model's tables."""
         rotary_dim = int(cos.shape[-1])
         native = geometry.plane_layout(spec.d_head, rotary_dim, spec.pairing)
+        if rotary_dim == 0:  # a layer without RoPE (NoPE): every dimension is plane 0
+            empty = torch.zeros(0, dtype=torch.float64)
+            return cls(layer=layer, rotary_dim=0, theta=empty, magnitude=empty, layout=native, **_fields(spec))
         first, second = native.dims[:, 0], native.dims[:, 1]
         if not (torch.equal(cos[:, first], cos[:, second]) and torch.equal(sin[:, first], sin[:, second])):
-            raise ValueError(
+            raise UnsupportedModelError(
                 f"Layer {layer}: the rotation tables differ between the two dims of a plane, so the model "
                 f"does not rotate with {spec.pairing!r} pairing; psheads cannot decompose it exactly."
             )
@@ -123,7 +171,7 @@ class LayerGeometry:
             theta=theta[order],
             magnitude=magnitude[order],
             layout=geometry.plane_layout(spec.d_head, rotary_dim, spec.pairing, order),
-            **dataclasses.asdict(spec),
+            **_fields(spec),
         )
 
     @property
@@ -146,20 +194,40 @@ class LayerGeometry:
         """KV head read by each query head."""
         return torch.arange(self.n_heads) // (self.n_heads // self.n_kv_heads)
 
+    @property
+    def spec(self) -> LayerSpec:
+        """The static facts this geometry was read with."""
+        return LayerSpec(**{field.name: getattr(self, field.name) for field in dataclasses.fields(LayerSpec)})
+
     def same_geometry(self, other: LayerGeometry) -> bool:
         """Whether ``other`` has the same attention facts and plane layout (tables aside)."""
-        facts = ("n_heads", "n_kv_heads", "d_head", "rotary_dim", "pairing", "scale", "softcap", "window")
+        facts = ("rotary_dim", *(field.name for field in dataclasses.fields(LayerSpec)))
         return (all(getattr(self, name) == getattr(other, name) for name in facts)
                 and torch.equal(self.layout.dims, other.layout.dims))
 
     def check_capture(self, capture: LayerCapture) -> None:
-        """Raise if a capture's head counts differ from this geometry (the model changed)."""
+        """Raise if a capture's head counts or rotated width differ from this geometry (the model changed)."""
         if capture.k.shape[2] != self.n_kv_heads or capture.q.shape[2] != self.n_heads:
             raise RuntimeError(
                 f"Layer {self.layer}: the model now gives {capture.q.shape[2]} query and {capture.k.shape[2]} key "
                 f"heads, but was wrapped with {self.n_heads} and {self.n_kv_heads}: its configuration changed "
                 "after wrapping. Build a new RopeLens."
             )
+        if capture.cos.shape[-1] != self.rotary_dim:
+            raise RuntimeError(
+                f"Layer {self.layer}: the model now rotates {capture.cos.shape[-1]} dimensions, but was wrapped "
+                f"rotating {self.rotary_dim}: its configuration changed after wrapping. Build a new RopeLens.")
+
+    def visible(self, query: Int[Tensor, " batch"], n_keys: int) -> Bool[Tensor, "batch key"]:
+        """Keys the layer's mask leaves visible from each query position (causal, window, chunk)."""
+        return visible_keys(self, query, n_keys)
+
+    def sink_logits(self, heads: Tensor | None = None) -> Float[Tensor, " head"] | None:
+        """The attention sinks' logits of ``heads`` (all by default) in fp64, or None without sinks."""
+        if self.sinks is None:
+            return None
+        sinks = torch.tensor(self.sinks, dtype=torch.float64)
+        return sinks if heads is None else sinks[heads.cpu()]
 
     def to_frame(self) -> pd.DataFrame:
         """One row per plane (frequency ID 0 = unrotated dims), with θ, period and dims."""
@@ -188,7 +256,64 @@ class LayerGeometry:
         return pd.DataFrame(rows)
 
 
+class Layers:
+    """The geometry of a model's attention layers, looked up by block index.
+
+    ``layers[i]`` is block i's geometry (negative i counts from the last block); iteration and
+    ``len`` run over the attention layers in order. In a hybrid model the blocks whose mixer is not
+    softmax attention (linear attention, state-space, convolution) have no geometry: ``i in layers``
+    is False, and ``layers[i]`` raises ``ValueError`` naming the blocks that have one.
+    """
+
+    def __init__(self, geometries: Sequence[LayerGeometry], n_blocks: int) -> None:
+        self._by_block = {geo.layer: geo for geo in geometries}
+        self.n_blocks = n_blocks
+
+    def __getitem__(self, layer: int) -> LayerGeometry:
+        index = layer + self.n_blocks if isinstance(layer, int) and -self.n_blocks <= layer < 0 else layer
+        if index not in self._by_block:
+            raise ValueError(f"Layer {layer} has no softmax attention to decompose: the model's attention layers "
+                             f"are {list(self._by_block)} of its {self.n_blocks} blocks.")
+        return self._by_block[index]
+
+    def __contains__(self, layer: object) -> bool:
+        return layer in self._by_block
+
+    def __iter__(self) -> Iterator[LayerGeometry]:
+        return iter(self._by_block.values())
+
+    def __len__(self) -> int:
+        return len(self._by_block)
+
+    def __repr__(self) -> str:
+        return f"Layers({list(self._by_block)} of {self.n_blocks} blocks)"
+
+    @property
+    def indices(self) -> tuple[int, ...]:
+        """The blocks that hold softmax attention, in order."""
+        return tuple(self._by_block)
+
+
+def visible_keys(facts: LayerSpec | LayerGeometry, query: Int[Tensor, " batch"], n_keys: int
+                 ) -> Bool[Tensor, "batch key"]:
+    """Keys a layer's mask leaves visible from each query position: causal, then its sliding window
+    and attention chunk (``psheads.rope.geometry.visible_keys``)."""
+    return geometry.visible_keys(query, n_keys, facts.window, facts.chunk)
+
+
+def _fields(spec: LayerSpec) -> dict:
+    """``spec``'s fields by name (``dataclasses.asdict`` would turn a ``QueryScale`` into a dict)."""
+    return {field.name: getattr(spec, field.name) for field in dataclasses.fields(spec)}
+
+
 # --- per-layer maths -------------------------------------------------------------------------
+def weighted_query(geo: LayerGeometry, q_rot: Float[Tensor, "*batch d_head"]) -> Float[Tensor, "*batch d_head"]:
+    """A rotated query with the layer's post-RoPE per-dimension weights (``query_weight``) applied."""
+    if geo.query_weight is None:
+        return q_rot
+    return q_rot * torch.tensor(geo.query_weight, dtype=q_rot.dtype, device=q_rot.device)
+
+
 def head_keys(geo: LayerGeometry, capture: LayerCapture) -> Float[Tensor, "batch pos head d_head"]:
     """Pre-rotary keys expanded to the query heads (GQA: head h reads KV head h // group), fp64."""
     return capture.k[:, :, geo.kv_head_of.to(capture.k.device)].double()
@@ -197,7 +322,7 @@ def head_keys(geo: LayerGeometry, capture: LayerCapture) -> Float[Tensor, "batch
 def rotated_query(geo: LayerGeometry, capture: LayerCapture, t: int) -> Float[Tensor, "batch head d_head"]:
     """The first captured query, rotated with the model's table row ``t`` (fp64)."""
     cos, sin = capture.full_tables
-    return geometry.rotate(capture.q[:, 0].double(), cos[t], sin[t], geo.layout)
+    return weighted_query(geo, geometry.rotate(capture.q[:, 0].double(), cos[t], sin[t], geo.layout))
 
 
 def rotated_keys(geo: LayerGeometry, capture: LayerCapture, keys: Tensor) -> Float[Tensor, "batch key head d_head"]:
@@ -220,7 +345,7 @@ def all_query_planes(geo: LayerGeometry, capture: LayerCapture) -> Float[Tensor,
     ``capture`` must hold q at every position.
     """
     cos, sin = capture.full_tables
-    q_rot = geometry.rotate(capture.q.double().transpose(1, 2), cos, sin, geo.layout).transpose(1, 2)
+    q_rot = weighted_query(geo, geometry.rotate(capture.q.double().transpose(1, 2), cos, sin, geo.layout)).transpose(1, 2)
     k_rot = rotated_keys(geo, capture, torch.arange(capture.k.shape[1], device=capture.k.device))
     planes = geometry.frequency_logits(q_rot, k_rot.unsqueeze(1), geo.layout, geo.scale)  # [b, q, h, plane, k]
     return planes.permute(0, 2, 3, 1, 4)
@@ -266,7 +391,19 @@ class PatternCheck:
     max_logit: float
 
 
-def check_pattern(geo: LayerGeometry, capture: LayerCapture, dtype: torch.dtype) -> PatternCheck:
+def attention_pattern(facts: LayerSpec | LayerGeometry, logits: Float[Tensor, "batch head query key"]
+                      ) -> Float[Tensor, "batch head query key"]:
+    """The softmax of masked (``-inf``), soft-capped logits over the keys, with the layer's attention
+    sinks as one extra column that takes its share of the mass and is then dropped."""
+    if facts.sinks is None:
+        return torch.softmax(logits, dim=-1)
+    sinks = torch.tensor(facts.sinks, dtype=logits.dtype, device=logits.device)
+    column = sinks.view(1, -1, 1, 1).expand(*logits.shape[:-1], 1)
+    return torch.softmax(torch.cat([logits, column], dim=-1), dim=-1)[..., :-1]
+
+
+def check_pattern(geo: LayerGeometry, capture: LayerCapture, dtype: torch.dtype,
+                  pattern: Tensor | None = None) -> PatternCheck:
     """Compare the pattern rebuilt from the planes with the model's own, at every query, entry by entry.
 
     The model computes each logit in ``dtype`` and its softmax in ``SOFTMAX_DTYPE``, so the model's
@@ -279,15 +416,18 @@ def check_pattern(geo: LayerGeometry, capture: LayerCapture, dtype: torch.dtype)
     ``dtype`` add ``p_j · (8 u_s + u)``, and an underflowing entry ``finfo(dtype).tiny``. An entry
     within that tolerance is what the model's arithmetic allows.
 
-    ``capture`` must hold q at every position and the model's pattern.
+    ``capture`` must hold q at every position and the model's pattern (or ``pattern`` is given: another
+    pattern of the same inputs, such as ``capture.reference``).
     """
-    if capture.pattern is None:
+    pattern = capture.pattern if pattern is None else pattern
+    if pattern is None:
         raise ValueError("The capture holds no attention pattern; capture with with_pattern=True.")
     n_pos = capture.k.shape[1]
     cos, sin = capture.full_tables
     q = capture.q.double().transpose(1, 2)  # [batch, head, query, d_head]
     k = head_keys(geo, capture).double().transpose(1, 2)  # [batch, head, key, d_head]
-    magnitude = torch.einsum("bhqd,bhkd->bhqk", geometry.rotation_bound(q, cos, sin, geo.layout),
+    q_bound = weighted_query(geo, geometry.rotation_bound(q, cos, sin, geo.layout)).abs()
+    magnitude = torch.einsum("bhqd,bhkd->bhqk", q_bound,
                              geometry.rotation_bound(k, cos, sin, geo.layout)) * abs(geo.scale)
     raw = all_query_planes(geo, capture).sum(dim=2)
     u, u_softmax = unit_roundoff(dtype), unit_roundoff(SOFTMAX_DTYPE)
@@ -295,11 +435,11 @@ def check_pattern(geo: LayerGeometry, capture: LayerCapture, dtype: torch.dtype)
     if geo.softcap is not None:
         bound = bound + 2 * u * geo.softcap  # tanh's slope is at most 1
     logits = geometry.soft_cap(raw, geo.softcap)
-    visible = geometry.visible_keys(torch.arange(n_pos, device=logits.device), n_pos, geo.window)  # [query, key]
+    visible = geo.visible(torch.arange(n_pos, device=logits.device), n_pos)  # [query, key]
     bound = bound.masked_fill(~visible, 0.0)
-    rebuilt = torch.softmax(logits.masked_fill(~visible, float("-inf")), dim=-1)
+    rebuilt = attention_pattern(geo, logits.masked_fill(~visible, float("-inf")))
     tolerance = rebuilt * (torch.expm1(bound + bound.amax(-1, keepdim=True))
                            + 8 * u_softmax + u) + torch.finfo(dtype).tiny
-    difference = (rebuilt - capture.pattern.double()).abs()
+    difference = (rebuilt - pattern.double()).abs()
     return PatternCheck(error=float(difference.max()), worst=float((difference / tolerance).max()),
                         max_logit=float(raw.abs().masked_fill(~visible, 0.0).max()))

@@ -11,6 +11,7 @@ for an unchanged model (new weights, dtype, device or layer facts build a new on
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import weakref
@@ -25,8 +26,17 @@ from torch import Tensor
 from psheads.interface import reprs, validation
 from psheads.rope import geometry
 from psheads.rope.backends import Backend, backend_for
+from psheads.rope.families import UnsupportedModelError
 from psheads.rope.inputs import check_tokens, layer_index, layer_indices, query_position
-from psheads.rope.layer import LayerCapture, LayerGeometry, all_query_planes, check_pattern, query_planes
+from psheads.rope.layer import (
+    LayerCapture,
+    LayerGeometry,
+    Layers,
+    all_query_planes,
+    check_pattern,
+    query_planes,
+    rotated_query,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -54,12 +64,15 @@ class RopeLens:
         self_check: rebuild the model's attention pattern from the planes on a probe input and
             raise ``SelfCheckError`` if an entry differs by more than the model's own rounding
             allows at its logits (``psheads.rope.layer.check_pattern``).
-        probe_length: probe length in tokens (capped at the model's context).
+        probe_length: probe length in tokens (capped at the model's context and ``max_positions``).
         seed: seed of the random probe tokens.
 
     Raises:
         TypeError: not a TransformerLens model.
-        ValueError: not a RoPE model, or an attention variant psheads cannot decompose.
+        ValueError: not a RoPE model.
+        UnsupportedModelError: an attention variant psheads cannot decompose exactly, a model whose
+            own forward pass fails, or a TransformerLens bridge that computes the attention
+            differently from the Hugging Face model it wraps (a ``ValueError``).
         SelfCheckError: the decomposition does not reproduce the model's pattern.
     """
 
@@ -72,20 +85,37 @@ class RopeLens:
         self.backend: Backend = backend_for(model)
         self.model = self.backend.model  # a Hugging Face model is wrapped in a bridge of its own
         self._active: list[str] = []  # gates and plane hooks now open on this lens, for the views
-        n_pos = min(probe_length, self.backend.n_ctx)
+        n_pos = min(probe_length, self.backend.n_ctx, self.backend.max_positions or self.backend.n_ctx)
         generator = torch.Generator().manual_seed(seed)
         probe = torch.randint(0, self.backend.d_vocab, (2, n_pos), generator=generator)
-        captures = self.backend.capture(probe, range(self.backend.n_layers), with_pattern=self_check)
-        self.layers: list[LayerGeometry] = [
-            LayerGeometry.from_tables(layer, self.backend.layer_spec(layer), captures[layer].cos, captures[layer].sin)
-            for layer in range(self.backend.n_layers)
-        ]
+        captures = self._probe(probe, self_check)
+        try:
+            self.layers = Layers([
+                LayerGeometry.from_tables(layer, self.backend.layer_spec(layer), captures[layer].cos,
+                                          captures[layer].sin)
+                for layer in self.backend.attention_layers
+            ], self.backend.n_layers)
+        except UnsupportedModelError as error:
+            raise UnsupportedModelError(f"{self.backend.architecture}: {error}") from None
         if self_check:
             self._self_check(captures)
             _CHECKED[model] = (self.backend.fingerprint(), self.layers)
 
+    def _probe(self, probe: Tensor, with_pattern: bool) -> dict[int, LayerCapture]:
+        """One capture of every attention layer on the probe; a model whose own forward fails is refused."""
+        try:
+            return self.backend.capture(probe, self.backend.attention_layers, with_pattern=with_pattern)
+        except (UnsupportedModelError, SelfCheckError):
+            raise
+        except Exception as error:  # the model's own forward (or TransformerLens') failed
+            raise UnsupportedModelError(
+                f"{self.backend.architecture}: the model's own forward pass fails on a random probe of "
+                f"{probe.shape[1]} tokens ({type(error).__name__}: {error}). psheads can only decompose a model that "
+                "runs; with a TransformerBridge this is usually a TransformerLens version that does not support "
+                "this architecture with the installed transformers.") from error
+
     @classmethod
-    def _checked(cls, backend: Backend, layers: list[LayerGeometry]) -> RopeLens:
+    def _checked(cls, backend: Backend, layers: Layers) -> RopeLens:
         lens = cls.__new__(cls)
         lens.backend, lens.model, lens.layers, lens._active = backend, backend.model, layers, []
         return lens
@@ -93,11 +123,25 @@ class RopeLens:
     # --- facts ------------------------------------------------------------------------------
     @property
     def n_layers(self) -> int:
-        """Number of layers."""
-        return len(self.layers)
+        """Number of blocks (``self.layers`` holds those with softmax attention: all but in hybrids)."""
+        return self.layers.n_blocks
+
+    def attention_layers(self, layers: Any = None) -> list[int]:
+        """Sorted distinct attention layers from a list of layers (negative counts from the end); None:
+        every attention layer.
+
+        Raises:
+            ValueError: a layer is out of range or has no softmax attention.
+        """
+        if layers is None:
+            return list(self.layers.indices)
+        chosen = layer_indices(layers, self.n_layers)
+        for layer in chosen:
+            self.layers[layer]  # raises for a block without softmax attention
+        return chosen
 
     def __repr__(self) -> str:
-        first = self.layers[0]
+        first = next(iter(self.layers))
         return (
             f"RopeLens({self.backend.model_name!r}, backend={self.backend.kind}, layers={self.n_layers}, "
             f"heads={first.n_heads}, kv_heads={first.n_kv_heads}, d_head={first.d_head}, "
@@ -125,6 +169,8 @@ class RopeLens:
             ("local layers", f"{reprs.layer_text(geo.layer for geo in local)} "
                              f"(window {distinct(geo.window for geo in local)})" if local else "none"),
             ("global layers", reprs.layer_text(geo.layer for geo in self.layers if geo.window is None)),
+            ("other blocks", reprs.layer_text(sorted(set(range(self.n_layers)) - set(self.layers.indices)))
+             if len(self.layers) < self.n_layers else "none"),
             ("active", "; ".join(self._active) or "none"),
         ]
 
@@ -154,7 +200,11 @@ class RopeLens:
         return pd.concat([g.to_frame() for g in self.layers], ignore_index=True)
 
     def layer(self, layer: int) -> LayerGeometry:
-        """The geometry of ``layer`` (negative counts from the end)."""
+        """The geometry of ``layer`` (negative counts from the end).
+
+        Raises:
+            ValueError: out of range, or a block without softmax attention.
+        """
         return self.layers[layer_index(layer, self.n_layers)]
 
     # --- decompositions ---------------------------------------------------------------------
@@ -187,7 +237,7 @@ class RopeLens:
         """
         tokens = check_tokens(self.backend, tokens)
         t = query_position(query, tokens.shape[1])
-        captures = self._capture_at(tokens, layer_indices(layers, self.n_layers), t)
+        captures = self._capture_at(tokens, self.attention_layers(layers), t)
         for layer in sorted(captures):
             yield layer, query_planes(self.layers[layer], captures.pop(layer), t)
 
@@ -209,7 +259,7 @@ class RopeLens:
         t = query_position(query, tokens.shape[1])
         capture = self._capture_at(tokens, [geo.layer], t)[geo.layer]
         cos, sin = capture.full_tables
-        q_rot = geometry.rotate(capture.q[:, 0].double(), cos[t], sin[t], geo.layout)
+        q_rot = rotated_query(geo, capture, t)
         keys = torch.arange(t + 1, device=capture.k.device)
         k = capture.k[:, : t + 1, geo.kv_head_of.to(capture.k.device)]
         return geometry.position_token_logits(q_rot, k, cos[keys], sin[keys], geo.layout, geo.scale,
@@ -226,10 +276,13 @@ class RopeLens:
         dtype = self.backend.dtype
         largest = torch.finfo(dtype).max
         for geo in self.layers:
-            check = check_pattern(geo, captures[geo.layer], dtype)
+            capture = captures[geo.layer]
+            check = check_pattern(geo, capture, dtype)
             logger.debug("self-check layer %d: max |Δpattern| = %.3g (%.3g of the tolerance), max |logit| = %.3g",
                          geo.layer, check.error, check.worst, check.max_logit)
             if check.worst <= 1:
+                if capture.reference is not None:
+                    self._check_against_reference(geo, capture)
                 continue
             unscaled = check.max_logit / abs(geo.scale) if geo.scale else math.inf
             if math.isfinite(check.max_logit) and max(check.max_logit, unscaled) > largest:
@@ -248,6 +301,19 @@ class RopeLens:
                 f"{check.max_logit:.3g}). This architecture ({type(self.model).__name__} / "
                 f"{self.backend.model_name}) has a quirk psheads does not handle; please report it. Pass "
                 "self_check=False only if you accept wrong numbers.")
+
+    def _check_against_reference(self, geo: LayerGeometry, capture: LayerCapture) -> None:
+        """Where TransformerLens computes the attention itself, the planes (which rebuild the bridge's
+        pattern) must also rebuild the original model's: else the bridge computes another attention."""
+        check = check_pattern(geo, capture, self.backend.dtype, capture.reference)
+        logger.debug("self-check layer %d against the original attention: max |Δpattern| = %.3g (%.3g of the "
+                     "tolerance)", geo.layer, check.error, check.worst)
+        if check.worst > 1:
+            raise UnsupportedModelError(
+                f"Layer {geo.layer} of {self.backend.architecture}: the TransformerBridge computes this attention "
+                f"differently from the Hugging Face model it wraps (their patterns differ by up to {check.error:.3g} "
+                "on a random probe, beyond rounding). psheads decomposes what the bridge computes, which is not "
+                "the model: use a TransformerLens version whose bridge reproduces this architecture.")
 
     # --- gating -----------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -272,11 +338,15 @@ class RopeLens:
         """
         planes = validation.integers(planes, "planes", minimum=0)
         keys = validation.boolean(keys, "keys")
-        layers = layer_indices(layers, self.n_layers)
+        layers = self.attention_layers(layers)
         chosen_heads = None if heads is None else validation.integers(heads, "heads", unique=True)
         fwd_hooks = []
         for layer in layers:
             geo = self.layers[layer]
+            if geo.norm_eps is not None:
+                raise ValueError(f"Layer {layer} normalises q and k after RoPE: zeroing a plane there also rescales "
+                                 "every other plane (the norm), so gating would not remove one plane's term alone. "
+                                 "Gate another layer, or use plane_hooks to edit the planes' logits.")
             n = geo.n_kv_heads if keys else geo.n_heads
             chosen = range(n) if chosen_heads is None else chosen_heads
             for head in chosen:
@@ -285,8 +355,18 @@ class RopeLens:
                                      f"{'KV ' if keys else ''}heads.")
             head_mask = torch.ones(n, geo.d_head, dtype=torch.float64)
             head_mask[list(chosen)] = geometry.plane_keep_mask(geo.layout, planes)
-            site = self.backend.qk_site(layer, "k" if keys else "q")
-            fwd_hooks.append((site.name, _gating_hook(site, head_mask)))
+            start = 0
+            for site in self.backend.qk_sites(layer, "k" if keys else "q"):
+                part = head_mask[:, start:start + site.width]
+                start += site.width
+                if site.shared is not None:  # one head shared by all: gated alike for every head, or not at all
+                    if not torch.equal(part, part[:1].expand_as(part)):
+                        raise ValueError(f"Layer {layer}: the rotated part of its keys is one vector shared by every "
+                                         "head (latent attention), so it is gated for all heads or none: pass "
+                                         "heads=None, or gate the queries instead (keys=False).")
+                    part = part[:1]
+                if not torch.all(part == 1):
+                    fwd_hooks.append((site.name, _gating_hook(site, part)))
         heads_text = "all" if chosen_heads is None else ", ".join(map(str, chosen_heads))
         with self.model.hooks(fwd_hooks=fwd_hooks), self._activated(
                 f"gate planes {', '.join(map(str, planes))} of {'k' if keys else 'q'} on layers "
@@ -312,7 +392,7 @@ class RopeLens:
         """
         from transformer_lens.hook_points import HookPoint
 
-        chosen = layer_indices(layers, self.n_layers)
+        chosen = self.attention_layers(layers)
         points = {layer: HookPoint() for layer in chosen}
         names = {layer: self.backend.attention_hook_name(layer, PLANE_HOOK) for layer in chosen}
 
@@ -349,11 +429,14 @@ class RopeLens:
 PLANE_HOOK = "hook_plane_logits"
 
 
-def _gating_hook(site: Any, head_mask: Float[Tensor, "head d_head"]) -> Any:
+def _gating_hook(site: Any, head_mask: Float[Tensor, "head width"]) -> Any:
+    """Multiply a site's dims by ``head_mask`` (one row per head the hook holds)."""
+    shared = dataclasses.replace(site, shared=None)  # a shared head is gated as the one head it is
+
     def hook(tensor: Tensor, hook: Any) -> Tensor:
-        canonical = site.to_canonical(tensor)
-        gated = canonical * head_mask.to(device=tensor.device, dtype=tensor.dtype)
-        return site.from_canonical(gated, tensor)
+        canonical = shared.to_canonical(tensor)
+        gated = canonical * head_mask.to(device=tensor.device, dtype=canonical.dtype)
+        return shared.from_canonical(gated, tensor)
 
     return hook
 

@@ -31,10 +31,11 @@ def backend_for(model: Any) -> Backend:
 
     Raises:
         TypeError: ``model`` is not a TransformerBridge, HookedTransformer or PreTrainedModel.
-        ValueError: the model does not use RoPE, or uses an attention variant psheads
-            cannot decompose exactly.
+        ValueError: the model does not use RoPE.
+        UnsupportedModelError: it uses an attention variant psheads cannot decompose exactly (a
+            ``ValueError``).
     """
-    if hasattr(model, "original_model") and hasattr(model, "blocks") and hasattr(model, "hooks"):
+    if hasattr(model, "original_model") and hasattr(model, "hooks"):  # a bridge (some have no blocks: refused)
         return BridgeBackend(model)
     if hasattr(model, "blocks") and hasattr(model, "cfg") and hasattr(model, "hooks"):
         return HookedTransformerBackend(model)

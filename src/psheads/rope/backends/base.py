@@ -18,35 +18,78 @@ from torch import Tensor
 from psheads.rope import geometry
 from psheads.rope.backends.facts import input_device, preserved_state, weights_state
 from psheads.rope.families import GENERIC, Family, family_titles
-from psheads.rope.layer import LayerCapture, LayerSpec
+from psheads.rope.layer import LayerCapture, LayerSpec, attention_pattern, visible_keys
 
 
 @dataclass(frozen=True)
 class HookSite:
-    """A TransformerLens hook carrying pre-rotary q or k, and its tensor layout.
+    """A TransformerLens hook carrying pre-rotary q or k (or a part of them), and how to read it.
 
     Attributes:
         name: hook name.
         layout: ``"bshd"`` (``[batch, pos, head, d_head]``, possibly flattened to
-            ``[batch, pos, head * d_head]``) or ``"bhsd"`` (``[batch, head, pos, d_head]``).
-        d_head: head dimension.
+            ``[batch, pos, head * d_head]``), ``"bhsd"`` (``[batch, head, pos, d_head]``) or
+            ``"auto"`` (either, told apart by which axis holds the ``heads``: a norm's output, whose
+            layout follows the model's code).
+        d_head: the hook's per-head width.
+        dims: the per-head dimensions that belong to q or k, in the order psheads reads them (the
+            rotated ones first); None: all of them, as they are.
+        shared: the hook holds one head that this many heads share (the rotary key of multi-head
+            latent attention), or None.
+        factor: a scalar the model multiplies the hooked tensor by before RoPE (Falcon-H1's key
+            multiplier).
     """
 
     name: str
     layout: str
     d_head: int
+    dims: tuple[int, ...] | None = None
+    shared: int | None = None
+    factor: float = 1.0
+    heads: int | None = None
 
-    def to_canonical(self, x: Tensor) -> Float[Tensor, "batch pos head d_head"]:
-        """View the hook's tensor as ``[batch, pos, head, d_head]``."""
-        if self.layout == "bhsd":
+    @property
+    def width(self) -> int:
+        """Dimensions per head this site contributes."""
+        return self.d_head if self.dims is None else len(self.dims)
+
+    def _layout(self, x: Tensor) -> str:
+        if self.layout != "auto" or x.ndim == 3:
+            return "bshd" if self.layout == "auto" else self.layout
+        second, third = (x.shape[1] == self.heads), (x.shape[2] == self.heads)
+        if second != third:
+            return "bhsd" if second else "bshd"
+        raise ValueError(f"{self.name} has shape {tuple(x.shape)}: with {self.heads} heads psheads cannot tell its "
+                         "positions from its heads. Use prompts of another length.")
+
+    def _heads(self, x: Tensor) -> Float[Tensor, "batch pos head d_head"]:
+        if self._layout(x) == "bhsd":
             return rearrange(x, "batch head pos d -> batch pos head d")
         return x.reshape(*x.shape[:2], -1, self.d_head)  # [batch, pos, head(, d_head)]: both kinds
 
+    def to_canonical(self, x: Tensor) -> Float[Tensor, "batch pos head width"]:
+        """The hook's tensor as ``[batch, pos, head, width]``: its own dims, heads shared out, scaled."""
+        x = self._heads(x)
+        if self.dims is not None:
+            x = x[..., list(self.dims)]
+        if self.shared is not None:
+            x = x.expand(-1, -1, self.shared, -1)
+        return x * self.factor if self.factor != 1 else x
+
     def from_canonical(self, canonical: Tensor, like: Tensor) -> Tensor:
-        """Inverse of ``to_canonical``, shaped like the hook's original tensor ``like``."""
-        if self.layout == "bhsd":
-            return rearrange(canonical, "batch pos head d -> batch head pos d")
-        return canonical.reshape(like.shape)
+        """Inverse of ``to_canonical``, shaped like the hook's original tensor ``like`` (dims this site
+        does not read keep ``like``'s values)."""
+        if self.shared is not None:
+            raise ValueError(f"{self.name} holds one head shared by {self.shared} heads: it cannot take per-head "
+                             "values.")
+        values = canonical / self.factor if self.factor != 1 else canonical
+        if self.dims is not None:
+            full = self._heads(like).clone()
+            full[..., list(self.dims)] = values.to(full.dtype)
+            values = full
+        if self._layout(like) == "bhsd":
+            return rearrange(values, "batch pos head d -> batch head pos d")
+        return values.reshape(like.shape)
 
 
 class _StopForward(Exception):
@@ -112,9 +155,20 @@ class Backend:
         return str(getattr(self.cfg, "model_name", type(self.model).__name__))
 
     @property
+    def architecture(self) -> str:
+        """The model's architecture: the Hugging Face class it is (or was converted from)."""
+        return str(getattr(self.cfg, "original_architecture", None) or type(self.model).__name__)
+
+    @property
     def n_layers(self) -> int:
         """Number of transformer blocks."""
         return len(self.model.blocks)
+
+    @property
+    def attention_layers(self) -> tuple[int, ...]:
+        """The blocks whose mixer is softmax attention (every block but in hybrid models, whose other
+        blocks hold linear attention, state-space or convolution mixers)."""
+        return tuple(range(self.n_layers))
 
     @property
     def n_ctx(self) -> int:
@@ -128,8 +182,14 @@ class Backend:
 
     @property
     def max_positions(self) -> int | None:
-        """Longest input whose rotation tables exist (None: the model computes them per input)."""
+        """Longest input psheads decomposes exactly: where the rotation tables stop (None: the model
+        computes them per input, or nothing else caps it)."""
         return self.n_ctx
+
+    @property
+    def max_positions_reason(self) -> str:
+        """Why inputs stop at ``max_positions``, for the error."""
+        return f"the model's context of {self.max_positions} tokens"
 
     @property
     def dtype(self) -> torch.dtype:
@@ -181,7 +241,7 @@ class Backend:
     def fingerprint(self) -> tuple:
         """Changes whenever the weights (in place or replaced), the rotation tables' values, dtype,
         device or layer facts change (see ``weights_state`` for what is and is not seen)."""
-        return weights_state(self.weights_owner()), tuple(self.layer_spec(layer) for layer in range(self.n_layers))
+        return weights_state(self.weights_owner()), tuple(self.layer_spec(layer) for layer in self.attention_layers)
 
     def forward(self, tokens: Tensor) -> None:
         """Run the model on ``tokens`` (its output is not needed)."""
@@ -209,7 +269,7 @@ class Backend:
         batch, n_pos = int(shape[0]), int(shape[1])
         return batch * int(self.cfg.n_heads) * n_pos * n_pos * max(4, self.dtype.itemsize)
 
-    def sdpa_site(self, layer: int, which: str) -> HookSite:
+    def sdpa_sites(self, layer: int, which: str) -> tuple[HookSite, ...]:
         """Where pre-rotary q or k can be read when the attention runs as SDPA."""
         raise NotImplementedError
 
@@ -225,10 +285,23 @@ class Backend:
         raise NotImplementedError
         yield []  # pragma: no cover
 
+    @contextlib.contextmanager
+    def reference_recorder(self, layers: Sequence[int], store: dict) -> Iterator[None]:
+        """While active, each forward stores in ``store[layer]`` the pattern the original model's own
+        attention computes where the backend computes it another way (nothing here: a
+        HookedTransformer is its own reference)."""
+        yield
+
     # --- per-layer hook plumbing (subclasses) ---------------------------------------------
-    def qk_site(self, layer: int, which: str) -> HookSite:
-        """Where pre-rotary ``which`` ("q" or "k") of ``layer`` can be read and edited."""
+    def qk_sites(self, layer: int, which: str) -> tuple[HookSite, ...]:
+        """Where pre-rotary ``which`` ("q" or "k") of ``layer`` can be read and edited: one site, or
+        several whose dims concatenate (in order) into the head vector psheads decomposes."""
         raise NotImplementedError
+
+    def rotation_optional(self, layer: int) -> bool:
+        """Whether ``layer`` may run a forward without rotating (a NoPE layer): then no table is recorded
+        and every dimension is plane 0. False: a missing table is an error."""
+        return False
 
     @contextlib.contextmanager
     def table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
@@ -277,9 +350,9 @@ class Backend:
         hooks: list = []
         handles: list = []
 
-        def recorder(which: str, layer: int, site: HookSite) -> Callable:
+        def recorder(which: str, layer: int, index: int, site: HookSite) -> Callable:
             def hook(tensor: Tensor) -> None:
-                live[which][layer] = upcast(site.to_canonical(tensor))
+                live[which].setdefault(layer, {})[index] = upcast(site.to_canonical(tensor))
 
             return hook
 
@@ -295,15 +368,15 @@ class Backend:
                     return None
                 edited, _ = result
                 n_pos = edited.shape[-1]
-                visible = geometry.visible_keys(torch.arange(n_pos, device=edited.device), n_pos, spec.window)
+                visible = visible_keys(spec, torch.arange(n_pos, device=edited.device), n_pos)
                 logits = geometry.soft_cap(edited, spec.softcap).masked_fill(~visible, float("-inf"))
-                return torch.softmax(logits, dim=-1).to(device=pattern.device, dtype=pattern.dtype)
+                return attention_pattern(spec, logits).to(device=pattern.device, dtype=pattern.dtype)
 
             return hook
 
         def bias_editor(layer: int) -> Callable:
             def hook(tensor: Tensor) -> None:
-                result = on_layer(layer, current(layer, live["k"][layer].shape[1]))
+                result = on_layer(layer, current(layer, next(iter(live["k"][layer].values())).shape[1]))
                 if result is not None:
                     edited, original = result
                     bias = live["bias"][layer]
@@ -334,15 +407,18 @@ class Backend:
                     # q and k are read after every other hook on their hook points, also hooks added
                     # later (an inner gate or user hook): edits see the q and k the model uses
                     for which in ("q", "k"):
-                        site = self.qk_site(layer, which)
-                        handles += hook_last(self.model.hook_dict[site.name], recorder(which, layer, site))
+                        for index, site in enumerate(self.qk_sites(layer, which)):
+                            handles += hook_last(self.model.hook_dict[site.name], recorder(which, layer, index, site))
                     if self.pattern_is_live(layer):
                         hooks.append((self.pattern_hook(layer), pattern_editor(layer)))
                     else:
-                        if self.layer_spec(layer).softcap is not None:
-                            raise ValueError(f"Layer {layer}: logit edits need a live pattern under soft-capping.")
+                        spec = self.layer_spec(layer)
+                        k_sites = self.qk_sites(layer, "k")
+                        if spec.softcap is not None or spec.sinks is not None or len(k_sites) > 1:
+                            raise ValueError(f"Layer {layer}: logit edits on this layer need a live attention pattern "
+                                             "(soft-capping, attention sinks or a key read in parts).")
                         handles.append(self.edit_site(layer).register_forward_pre_hook(widen_mask(layer), with_kwargs=True))
-                        handles += hook_last(self.model.hook_dict[self.qk_site(layer, "k").name], bias_editor(layer))
+                        handles += hook_last(self.model.hook_dict[k_sites[0].name], bias_editor(layer))
                 with self.model.hooks(fwd_hooks=hooks):
                     yield
         finally:
@@ -366,7 +442,7 @@ class Backend:
 
         Args:
             tokens: ``[batch, pos]`` token ids.
-            layers: layers to record (any order; duplicates ignored).
+            layers: attention layers to record (any order; duplicates ignored).
             query_index: ``[batch]`` query position per row: keep q only there (and the pattern
                 row). None keeps every position.
             with_pattern: also record the model's own attention pattern (for checks).
@@ -387,7 +463,7 @@ class Backend:
         sdpa = not with_pattern and self.long_input(tokens.shape) and self.sdpa_ready(layers)
         rows = torch.arange(tokens.shape[0])
         n_pos = int(tokens.shape[1])
-        store: dict[str, dict[int, Tensor]] = {"q": {}, "k": {}, "pattern": {}}
+        store: dict[str, dict[int, Any]] = {"q": {}, "k": {}, "pattern": {}, "reference": {}}
         tables: dict[int, dict[str, Tensor]] = {}
         last_layer = layers[-1]
 
@@ -396,8 +472,9 @@ class Backend:
             for done in sorted(store["k"]):
                 if layer is not None and done >= layer:
                     break
-                capture = self._assemble(done, store["q"], store["k"], tables, n_pos)
-                del store["q"][done], store["k"][done], tables[done]
+                capture = self._assemble(done, store["q"], store["k"], tables, n_pos, query_index)
+                del store["q"][done], store["k"][done]
+                tables.pop(done, None)
                 on_layer(done, capture)
 
         def keep_query(x: Tensor, pos_axis: int) -> Tensor:
@@ -406,7 +483,8 @@ class Backend:
             picked = x.movedim(pos_axis, 1)[rows.to(x.device), query_index.to(x.device)]
             return picked.unsqueeze(pos_axis)
 
-        def recorder(kind: str, layer: int, convert: Callable[[Tensor], Tensor] | None, stop: bool) -> Callable:
+        def recorder(kind: str, layer: int, index: int, convert: Callable[[Tensor], Tensor] | None,
+                     stop: bool) -> Callable:
             def hook(tensor: Tensor, hook: Any) -> None:
                 if on_layer is not None:  # layers run in order: every layer below this one is complete
                     emit_before(layer)
@@ -415,8 +493,10 @@ class Backend:
                     value = keep_query(value, 1)
                 elif kind == "pattern":
                     value = keep_query(value, 2)
-                if kind:
+                if kind == "pattern":
                     store[kind][layer] = upcast(value)
+                elif kind:
+                    store[kind].setdefault(layer, {})[index] = upcast(value)
                 if stop:
                     raise _StopForward
 
@@ -425,19 +505,21 @@ class Backend:
         hooks = []
         for layer in layers:
             for which in ("q", "k"):  # k comes after q: with SDPA the last layer's k ends the forward
-                site = self.sdpa_site(layer, which) if sdpa else self.qk_site(layer, which)
-                hooks.append((site.name, recorder(which, layer, site.to_canonical,
-                                                  sdpa and which == "k" and layer == last_layer)))
+                sites = self.sdpa_sites(layer, which) if sdpa else self.qk_sites(layer, which)
+                for index, site in enumerate(sites):
+                    stop = sdpa and which == "k" and layer == last_layer and index == len(sites) - 1
+                    hooks.append((site.name, recorder(which, layer, index, site.to_canonical, stop)))
             stop_here = layer == last_layer and not sdpa
             if with_pattern:
-                hooks.append((self.pattern_hook(layer), recorder("pattern", layer, None, stop_here)))
+                hooks.append((self.pattern_hook(layer), recorder("pattern", layer, 0, None, stop_here)))
             elif stop_here:
-                hooks.append((self.pattern_hook(layer), recorder("", layer, None, True)))
+                hooks.append((self.pattern_hook(layer), recorder("", layer, 0, None, True)))
         tokens = tokens.to(self.device)
         forward = self.sdpa_forward() if sdpa else contextlib.nullcontext()
         recording = self.sdpa_table_recorder(layers, tables) if sdpa else self.table_recorder(layers, tables)
+        references = self.reference_recorder(layers, store["reference"]) if with_pattern else contextlib.nullcontext()
         with self.analysis():
-            with recording as table_hooks, forward:
+            with recording as table_hooks, forward, references:
                 with self.model.hooks(fwd_hooks=hooks + table_hooks):
                     try:
                         self.forward(tokens)
@@ -447,18 +529,60 @@ class Backend:
                 emit_before(None)
                 return {}
         return {
-            layer: self._assemble(layer, store["q"], store["k"], tables, n_pos, store["pattern"].get(layer))
+            layer: self._assemble(layer, store["q"], store["k"], tables, n_pos, query_index,
+                                  store["pattern"].get(layer), keep_query(store["reference"][layer], 2)
+                                  if layer in store["reference"] else None)
             for layer in layers
         }
 
     def _assemble(
-        self, layer: int, q: dict, k: dict, tables: dict, n_pos: int, pattern: Tensor | None = None
+        self, layer: int, q: dict, k: dict, tables: dict, n_pos: int, query_index: Tensor | None = None,
+        pattern: Tensor | None = None, reference: Tensor | None = None,
     ) -> LayerCapture:
-        if layer not in q or layer not in k or {"cos", "sin"} - set(tables.get(layer, {})):
+        """One layer's capture from its recorded parts: q and k concatenated from their sites, the
+        tables (none on a layer that did not rotate), and the model's steps after RoPE that act on
+        each vector alone (an RMS norm, a per-position query scale) folded into q and k."""
+        n_sites = {which: len(self.qk_sites(layer, which)) for which in ("q", "k")}
+        complete = all(len(parts.get(layer, {})) == n_sites[which] for which, parts in (("q", q), ("k", k)))
+        rotated = {"cos", "sin"} <= set(tables.get(layer, {}))
+        if not complete or not (rotated or self.rotation_optional(layer)):
             raise RuntimeError(
                 f"The forward pass did not fire the q/k/RoPE hooks of layer {layer} on this "
                 f"{type(self.model).__name__}; this architecture is not supported by psheads."
             )
-        cos, sin = tables[layer]["cos"][:n_pos], tables[layer]["sin"][:n_pos]
-        return LayerCapture(q=q[layer], k=k[layer], cos=cos, sin=sin, pattern=pattern)
+        q_full = torch.cat([q[layer][index] for index in range(n_sites["q"])], dim=-1)
+        k_full = torch.cat([k[layer][index] for index in range(n_sites["k"])], dim=-1)
+        if rotated:
+            cos, sin = tables[layer]["cos"][:n_pos], tables[layer]["sin"][:n_pos]
+        else:
+            cos = sin = k_full.new_zeros(n_pos, 0)
+        q_full, k_full = self._after_rope(self.layer_spec(layer), q_full, k_full, cos, sin, n_pos, query_index)
+        return LayerCapture(q=q_full, k=k_full, cos=cos, sin=sin, pattern=pattern, reference=reference)
 
+    @staticmethod
+    def _after_rope(spec: LayerSpec, q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, n_pos: int,
+                    query_index: Tensor | None) -> tuple[Tensor, Tensor]:
+        """q and k with the model's per-vector steps after RoPE folded in (fp64 where any applies).
+
+        An RMS norm after RoPE divides each rotated vector by its RMS, which rotation leaves unchanged
+        up to the tables' magnitude: dividing the pre-rotary vector by the RMS of its rotated self is
+        exact. A per-position query scale multiplies the query at its absolute position.
+        """
+        if spec.norm_eps is None and spec.query_scale is None:
+            return q, k
+        positions = torch.arange(n_pos, device=q.device)
+        query_positions = positions.expand(q.shape[0], -1) if query_index is None else query_index.to(q.device)[:, None]
+        q, k = q.double(), k.double()
+        if spec.norm_eps is not None:
+            layout = geometry.plane_layout(spec.d_head, cos.shape[-1], spec.pairing)
+            full_cos, full_sin = geometry.extend_tables(cos, sin, spec.d_head)
+
+            def rms_scaled(x: Tensor, at: Tensor, eps: float) -> Tensor:  # x [batch, pos, head, d]; at [batch, pos]
+                rotated = geometry.rotate(x, full_cos[at].unsqueeze(-2), full_sin[at].unsqueeze(-2), layout)
+                return x * torch.rsqrt(rotated.square().mean(-1, keepdim=True) + eps)
+
+            q = rms_scaled(q, query_positions, spec.norm_eps[0])
+            k = rms_scaled(k, positions.expand(k.shape[0], -1), spec.norm_eps[1])
+        if spec.query_scale is not None:
+            q = q * spec.query_scale.at(query_positions).to(q.device)[..., None, None]
+        return q, k

@@ -51,8 +51,8 @@ class HookedTransformerBackend(Backend):
             window=window,
         )
 
-    def qk_site(self, layer: int, which: str) -> HookSite:
-        return HookSite(f"blocks.{layer}.attn.hook_{which}", "bshd", int(self.cfg.d_head))
+    def qk_sites(self, layer: int, which: str) -> tuple[HookSite, ...]:
+        return (HookSite(f"blocks.{layer}.attn.hook_{which}", "bshd", int(self.cfg.d_head)),)
 
     def add_hook_point(self, name: str, hook_point: Any) -> None:
         if name in self.model.mod_dict:
