@@ -92,6 +92,14 @@ class HookSite:
         return values.reshape(like.shape)
 
 
+@dataclass(frozen=True)
+class Reading:
+    """How one forward reads a layer: its q and k sites (by ``"q"`` / ``"k"``) and its static facts."""
+
+    sites: dict[str, tuple[HookSite, ...]]
+    spec: LayerSpec
+
+
 class _StopForward(Exception):
     """Raised from the last needed hook to skip the rest of the forward pass."""
 
@@ -349,6 +357,7 @@ class Backend:
         live: dict[str, dict] = {"q": {}, "k": {}, "tables": {}, "bias": {}}
         hooks: list = []
         handles: list = []
+        readings = {layer: self._reading(layer, sdpa=False) for layer in layers}
 
         def recorder(which: str, layer: int, index: int, site: HookSite) -> Callable:
             def hook(tensor: Tensor) -> None:
@@ -357,10 +366,10 @@ class Backend:
             return hook
 
         def current(layer: int, n_pos: int) -> LayerCapture:
-            return self._assemble(layer, live["q"], live["k"], live["tables"], n_pos)
+            return self._assemble(layer, readings[layer], live["q"], live["k"], live["tables"], n_pos)
 
         def pattern_editor(layer: int) -> Callable:
-            spec = self.layer_spec(layer)
+            spec = readings[layer].spec
 
             def hook(pattern: Tensor, hook: Any) -> Tensor | None:
                 result = on_layer(layer, current(layer, pattern.shape[-1]))
@@ -407,13 +416,12 @@ class Backend:
                     # q and k are read after every other hook on their hook points, also hooks added
                     # later (an inner gate or user hook): edits see the q and k the model uses
                     for which in ("q", "k"):
-                        for index, site in enumerate(self.qk_sites(layer, which)):
+                        for index, site in enumerate(readings[layer].sites[which]):
                             handles += hook_last(self.model.hook_dict[site.name], recorder(which, layer, index, site))
                     if self.pattern_is_live(layer):
                         hooks.append((self.pattern_hook(layer), pattern_editor(layer)))
                     else:
-                        spec = self.layer_spec(layer)
-                        k_sites = self.qk_sites(layer, "k")
+                        spec, k_sites = readings[layer].spec, readings[layer].sites["k"]
                         if spec.softcap is not None or spec.sinks is not None or len(k_sites) > 1:
                             raise ValueError(f"Layer {layer}: logit edits on this layer need a live attention pattern "
                                              "(soft-capping, attention sinks or a key read in parts).")
@@ -466,13 +474,14 @@ class Backend:
         store: dict[str, dict[int, Any]] = {"q": {}, "k": {}, "pattern": {}, "reference": {}}
         tables: dict[int, dict[str, Tensor]] = {}
         last_layer = layers[-1]
+        readings = {layer: self._reading(layer, sdpa) for layer in layers}
 
         def emit_before(layer: int | None) -> None:
             """Hand every recorded layer below ``layer`` (all of them for None) to ``on_layer``."""
             for done in sorted(store["k"]):
                 if layer is not None and done >= layer:
                     break
-                capture = self._assemble(done, store["q"], store["k"], tables, n_pos, query_index)
+                capture = self._assemble(done, readings[done], store["q"], store["k"], tables, n_pos, query_index)
                 del store["q"][done], store["k"][done]
                 tables.pop(done, None)
                 on_layer(done, capture)
@@ -505,7 +514,7 @@ class Backend:
         hooks = []
         for layer in layers:
             for which in ("q", "k"):  # k comes after q: with SDPA the last layer's k ends the forward
-                sites = self.sdpa_sites(layer, which) if sdpa else self.qk_sites(layer, which)
+                sites = readings[layer].sites[which]
                 for index, site in enumerate(sites):
                     stop = sdpa and which == "k" and layer == last_layer and index == len(sites) - 1
                     hooks.append((site.name, recorder(which, layer, index, site.to_canonical, stop)))
@@ -529,20 +538,25 @@ class Backend:
                 emit_before(None)
                 return {}
         return {
-            layer: self._assemble(layer, store["q"], store["k"], tables, n_pos, query_index,
+            layer: self._assemble(layer, readings[layer], store["q"], store["k"], tables, n_pos, query_index,
                                   store["pattern"].get(layer), keep_query(store["reference"][layer], 2)
                                   if layer in store["reference"] else None)
             for layer in layers
         }
 
+    def _reading(self, layer: int, sdpa: bool) -> Reading:
+        """Where ``layer``'s q and k are read in this forward, and its static facts."""
+        sites = {which: self.sdpa_sites(layer, which) if sdpa else self.qk_sites(layer, which) for which in ("q", "k")}
+        return Reading(sites, self.layer_spec(layer))
+
     def _assemble(
-        self, layer: int, q: dict, k: dict, tables: dict, n_pos: int, query_index: Tensor | None = None,
-        pattern: Tensor | None = None, reference: Tensor | None = None,
+        self, layer: int, reading: Reading, q: dict, k: dict, tables: dict, n_pos: int,
+        query_index: Tensor | None = None, pattern: Tensor | None = None, reference: Tensor | None = None,
     ) -> LayerCapture:
         """One layer's capture from its recorded parts: q and k concatenated from their sites, the
         tables (none on a layer that did not rotate), and the model's steps after RoPE that act on
         each vector alone (an RMS norm, a per-position query scale) folded into q and k."""
-        n_sites = {which: len(self.qk_sites(layer, which)) for which in ("q", "k")}
+        n_sites = {which: len(sites) for which, sites in reading.sites.items()}
         complete = all(len(parts.get(layer, {})) == n_sites[which] for which, parts in (("q", q), ("k", k)))
         rotated = {"cos", "sin"} <= set(tables.get(layer, {}))
         if not complete or not (rotated or self.rotation_optional(layer)):
@@ -556,7 +570,7 @@ class Backend:
             cos, sin = tables[layer]["cos"][:n_pos], tables[layer]["sin"][:n_pos]
         else:
             cos = sin = k_full.new_zeros(n_pos, 0)
-        q_full, k_full = self._after_rope(self.layer_spec(layer), q_full, k_full, cos, sin, n_pos, query_index)
+        q_full, k_full = self._after_rope(reading.spec, q_full, k_full, cos, sin, n_pos, query_index)
         return LayerCapture(q=q_full, k=k_full, cos=cos, sin=sin, pattern=pattern, reference=reference)
 
     @staticmethod

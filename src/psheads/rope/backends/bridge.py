@@ -46,6 +46,14 @@ def _attention_classes() -> tuple[type, type]:
     return PositionEmbeddingHooksMixin, MLAAttentionBridge
 
 
+def _kind_of(attention: Any) -> str:
+    """``"latent"``, ``"reimplemented"`` or ``"wrapped"``: how a bridge's attention module computes."""
+    reimplemented, latent = _attention_classes()
+    if isinstance(attention, latent):
+        return "latent"
+    return "reimplemented" if isinstance(attention, reimplemented) else "wrapped"
+
+
 def _partial_rotary_factor(hf: Any) -> float:
     """The fraction of each head the layer rotates, as its Hugging Face config says (1 by default)."""
     config = getattr(hf, "config", None)
@@ -74,8 +82,12 @@ class BridgeBackend(Backend):
             raise UnsupportedModelError(f"This TransformerBridge over {self.architecture_of(model)} has no blocks: "
                                         "psheads reads attention layer by layer and cannot find its layers.")
         super().__init__(model)
-        self._attention_layers = tuple(layer for layer in range(self.n_layers)
-                                       if self.model.blocks[layer]._modules.get("attn") is not None)
+        # each attention layer's bridge module and kind, looked up once (a TransformerLens attribute
+        # lookup is slow, and the capture asks for them per layer and batch)
+        attention = {layer: self.model.blocks[layer]._modules.get("attn") for layer in range(self.n_layers)}
+        self._attention = {layer: module for layer, module in attention.items() if module is not None}
+        self._kinds = {layer: _kind_of(module) for layer, module in self._attention.items()}
+        self._attention_layers = tuple(self._attention)
         if not self._attention_layers:
             raise UnsupportedModelError(f"{self.architecture} has no softmax attention block that TransformerLens "
                                         "exposes: there is no attention head to decompose.")
@@ -100,18 +112,14 @@ class BridgeBackend(Backend):
         return self.model.original_model
 
     def _attn(self, layer: int) -> Any:
-        return self.model.blocks[layer].attn
+        return self._attention[layer]
 
     def _hf_attn(self, layer: int) -> Any:
         return self._attn(layer).original_component
 
     def _kind(self, layer: int) -> str:
         """``"latent"``, ``"reimplemented"`` or ``"wrapped"`` (see the module docstring)."""
-        reimplemented, latent = _attention_classes()
-        attn = self._attn(layer)
-        if isinstance(attn, latent):
-            return "latent"
-        return "reimplemented" if isinstance(attn, reimplemented) else "wrapped"
+        return self._kinds[layer]
 
     @property
     def max_positions(self) -> int | None:
@@ -410,21 +418,28 @@ class BridgeBackend(Backend):
         latent attention, or the wrapped Hugging Face attention does)."""
         return {"wrapped": "attention", "latent": "bridge", "reimplemented": "hooks"}[self._kind(layer)]
 
-    def _store_tables(self, layer: int, store: dict) -> Callable[[Any], None]:
-        """``record(source)``: the layer's per-dimension tables from what it rotates with, into ``store``."""
-        convert = self._converter(layer)
+    def _store_tables(self, layer: int, store: dict, converted: dict) -> Callable[[Any], None]:
+        """``record(source)``: the layer's per-dimension tables from what it rotates with, into ``store``.
+
+        Layers usually share one table per forward: each source is converted once per layout
+        (``converted`` keeps the source too, so that its id cannot be reused while the forward runs).
+        """
+        convert, layout = self._converter(layer), (self._table_layout(layer), self._rotates(layer))
 
         def record(source: Any) -> None:
-            tables = convert(source)
+            key = (id(source[0] if isinstance(source, tuple) else source), layout)
+            if key not in converted:
+                converted[key] = (source, convert(source))
+            tables = converted[key][1]
             if tables is not None:
                 store[layer] = {"cos": tables[0], "sin": tables[1]}
 
         return record
 
-    def _kwargs_recorder(self, layer: int, store: dict) -> Callable:
+    def _kwargs_recorder(self, layer: int, store: dict, converted: dict) -> Callable:
         """A forward pre-hook (with kwargs) that records the ``position_embeddings`` an attention module
         of ``layer`` receives."""
-        record = self._store_tables(layer, store)
+        record = self._store_tables(layer, store, converted)
 
         def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
             if "position_embeddings" not in kwargs:
@@ -437,10 +452,10 @@ class BridgeBackend(Backend):
 
     @contextlib.contextmanager
     def table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
-        hooks, handles = [], []
+        hooks, handles, converted = [], [], {}
 
         def tl_recorder(layer: int) -> Callable:
-            record, seen = self._store_tables(layer, store), {}
+            record, seen = self._store_tables(layer, store, converted), {}
 
             def hook(tensor: Tensor, hook: Any) -> None:
                 seen[hook.name.rsplit("_", 1)[-1]] = tensor
@@ -457,7 +472,7 @@ class BridgeBackend(Backend):
                     hooks += [(f"blocks.{layer}.attn.hook_cos", recorder), (f"blocks.{layer}.attn.hook_sin", recorder)]
                 else:
                     module = self._attn(layer) if source == "bridge" else self._hf_attn(layer)
-                    handles.append(module.register_forward_pre_hook(self._kwargs_recorder(layer, store),
+                    handles.append(module.register_forward_pre_hook(self._kwargs_recorder(layer, store, converted),
                                                                     with_kwargs=True))
             yield hooks
         finally:
@@ -525,11 +540,11 @@ class BridgeBackend(Backend):
     @contextlib.contextmanager
     def sdpa_table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
         """The tables from the ``position_embeddings`` each Hugging Face attention receives."""
-        handles = []
+        handles, converted = [], {}
         try:
             for layer in layers:
-                handles.append(self._hf_attn(layer).register_forward_pre_hook(self._kwargs_recorder(layer, store),
-                                                                              with_kwargs=True))
+                handles.append(self._hf_attn(layer).register_forward_pre_hook(
+                    self._kwargs_recorder(layer, store, converted), with_kwargs=True))
             yield []
         finally:
             for handle in handles:
