@@ -51,6 +51,15 @@ PAPER_B = Paper(
     url="https://arxiv.org/abs/2605.31558",
 )
 
+PSHEADS = Paper(
+    key="psheads",
+    authors="psheads",
+    title="psheads' own prediction from paper B's Theorem 3.2 (not a claim of either paper)",
+    venue="this package",
+    url="",
+)
+"""The source of a claim psheads makes itself, graded like the papers' but labelled as its own."""
+
 PAPER_B_TABLE_3: dict[str, dict[int, float]] = {
     "number": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
                        (0.98, 0.87, 0.73, 0.45, 0.17, 0.14, 0.10, 0.08, 0.08, 0.06))),
@@ -61,12 +70,44 @@ PAPER_B_TABLE_3: dict[str, dict[int, float]] = {
 (GPT 5.5 and Claude Sonnet 3.7 show the same split: number 0.55 and 0.40 at 12 falling to 0.04 and
 0.05 at 300; letter 0.87 and 0.92 at 12, 0.50 and 0.80 at 300)."""
 
-PAPER_B_FREQUENCY_ID: dict[str, list[int]] = {
+PAPER_B_TABLE_3_RUNS: dict[str, dict[str, dict[int, tuple[float, float]]]] = {
+    "GPT 5.4": {"number": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
+                                   ((0.98, 0.01), (0.87, 0.01), (0.73, 0.03), (0.45, 0.03), (0.17, 0.03), (0.14, 0.03),
+                                    (0.1, 0.02), (0.08, 0.02), (0.08, 0.01), (0.06, 0.01)))),
+                "letter": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
+                                   ((0.96, 0.01), (0.98, 0.01), (1.0, 0.01), (0.99, 0.0), (0.99, 0.01), (0.98, 0.01),
+                                    (0.96, 0.01), (0.85, 0.05), (0.52, 0.03), (0.4, 0.06))))},
+    "GPT 5.5": {"number": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
+                                   ((0.55, 0.02), (0.56, 0.03), (0.42, 0.03), (0.23, 0.01), (0.21, 0.03), (0.12, 0.02),
+                                    (0.1, 0.02), (0.07, 0.02), (0.06, 0.01), (0.04, 0.01)))),
+                "letter": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
+                                   ((0.87, 0.02), (0.95, 0.01), (0.96, 0.02), (0.96, 0.01), (0.77, 0.01), (0.84, 0.02),
+                                    (0.75, 0.01), (0.66, 0.04), (0.55, 0.01), (0.5, 0.03))))},
+    "Claude Sonnet 3.7": {"number": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
+                                             ((0.4, 0.02), (0.34, 0.03), (0.22, 0.02), (0.15, 0.02), (0.11, 0.01),
+                                              (0.08, 0.03), (0.06, 0.01), (0.06, 0.02), (0.05, 0.01), (0.05, 0.01)))),
+                          "letter": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
+                                             ((0.92, 0.03), (0.89, 0.02), (0.88, 0.03), (0.88, 0.02), (0.8, 0.02),
+                                              (0.87, 0.02), (0.89, 0.02), (0.86, 0.03), (0.77, 0.02), (0.8, 0.05))))},
+}
+"""Paper B, table 3 (appendix H): mean accuracy and standard deviation over five runs, per model,
+task and target-window size."""
+
+PAPER_B_FIGURE_5B: dict[str, dict[int, float]] = {
+    "letter": {100: 0.998, 300: 0.987, 500: 0.954, 700: 0.914, 800: 0.891, 1000: 0.865, 5000: 0.484},
+    "number": {40: 0.943, 50: 0.878, 100: 0.739, 200: 0.641, 300: 0.469, 1000: 0.202},
+}
+"""Paper B, figure 5B read from the PDF's vector paths (bands ±0.01–0.04): accuracy against x, the
+tokens added to the 17-token prompt (x = 0: accuracy 1 for both models)."""
+
+PAPER_B_TABLE_1: dict[str, list[int]] = {
     "number": [1, 2, 2, 2, 10, 39, 38, 38, 38, 37, 37, 38],
     "letter": [18, 32, 42, 37, 40, 38, 41, 38, 41, 39, 38, 40],
 }
 """Paper B, table 1: frequency ID per layer (layers 0–11) of the trained number and letter models.
 Paper B publishes no formula for it; psheads' usage-weighted mean is a different definition."""
+PAPER_B_FREQUENCY_ID = PAPER_B_TABLE_1
+"""The name ``PAPER_B_TABLE_1`` had before issue 36."""
 
 
 @dataclass(frozen=True)
@@ -78,18 +119,29 @@ class Published:
         source: where in the paper (table or figure).
         claim: the result in words.
         value: the number(s) as published (None for a qualitative claim).
+        found: whether the source was found in the paper's text; a claim whose source was not
+            found is shown as "unverified: source not found" and gets no verdict.
     """
 
     paper: Paper
     source: str
     claim: str
     value: object = None
+    found: bool = True
+
+    @property
+    def locator(self) -> str:
+        """Where the claim is, as the report prints it."""
+        if self.paper.key == PSHEADS.key:
+            return f"psheads' prediction ({self.source})"
+        return f"paper {self.paper.key}, {self.source}" if self.found else \
+            f"paper {self.paper.key}: unverified: source not found ({self.source})"
 
 
 PUBLISHED: dict[str, Published] = {
-    "number_hop_by_hop": Published(PAPER_B, "figure 2", "the number task is learned hop by hop: 1 hop first, "
+    "number_hop_by_hop": Published(PAPER_B, "figure 2A, §3.3", "the number task is learned hop by hop: 1 hop first, "
                                    "then 2, 3 and 4"),
-    "letter_at_once": Published(PAPER_B, "figure 2", "the letter task learns every hop count nearly at once"),
+    "letter_at_once": Published(PAPER_B, "figure 2A, §3.3", "the letter task learns every hop count nearly at once"),
     "number_positional_l0_l3": Published(PAPER_B, "figure 2C (red lines)", "number model: pure positional heads "
                                          "appear in layers 1, 0, 2 and 3, in that order (steps ~2,400–4,500)",
                                          (1, 0, 2, 3)),
@@ -98,35 +150,39 @@ PUBLISHED: dict[str, Published] = {
                                         "~2,700–3,000)", (5, 6, 7, 4, 8, 9, 10, 11)),
     "letter_symbolic_1_11": Published(PAPER_B, "figure 2C", "letter model: layers 1–11 become pure symbolic, and no "
                                       "layer pure positional", tuple(range(1, 12))),
-    "index_flow": Published(PAPER_B, "§3.2, figure 3A and listing 1", "the number model computes Reflexive ∘ "
-                            "Index^h: layer 0 at the last integer of the path attends to the answer's symbol and "
-                            "copies it, the positional layers follow the Index hops, and the later layers only "
-                            "propagate", {"last_step": (0,), "index": (1, 2, 3), "propagate": tuple(range(4, 12))}),
+    "index_flow": Published(PAPER_B, "§3.2, figure 3A", "number model, 4 hops: layer 0 maximally attends from the "
+                            "last hop's number to its letter and copies it; layer 1 does so on the hop before; at the "
+                            "last token layers 1 and 2 attend at the distance it holds, layer 3 copies, and later layers "
+                            "only propagate", {"last_hop": (0,), "previous_hop": (1,), "query_hop": (1, 2),
+                                               "propagate": tuple(range(4, 12))}),
     "purity_gamma": Published(PAPER_B, "figure 7", "the cumulative counts of pure heads keep their shape for "
-                              "γ = 0.1 and γ = 0.05 (a small shift)"),
+                              "γ = 0.1 and γ = 0.05 (a small shift; number model: positional 4 → 2, symbolic 8 → 7)",
+                              {"positional": (4, 2), "symbolic": (8, 7)}),
     "pure_before_convergence": Published(PAPER_B, "figure 2A–C (timing)", "accuracy converges only once the "
                                          "heads have become pure"),
     "entropy_at_init": Published(PAPER_B, "§3.1", "attention entropy is high at initialisation"),
     "frequency_id_number": Published(PAPER_B, "table 1 (figure 8 per plane)", "number model, frequency ID per "
-                                     "layer: fast planes in the positional layers 0–4, slow planes from layer 5",
-                                     PAPER_B_FREQUENCY_ID["number"]),
+                                     "layer: fast planes in the positional layers 0–3 (ID 1–2), ID 10 in layer 4, slow "
+                                     "planes from layer 5", PAPER_B_TABLE_1["number"]),
     "frequency_id_letter": Published(PAPER_B, "table 1 (figure 8 per plane)", "letter model, frequency ID per "
                                      "layer: slow planes throughout (18 in layer 0, 32–42 after)",
-                                     PAPER_B_FREQUENCY_ID["letter"]),
-    "letter_length": Published(PAPER_B, "figure 5B", "the letter model stays above 90% accuracy up to ≈850 tokens "
-                               "(53× the training length)", 850),
+                                     PAPER_B_TABLE_1["letter"]),
+    "letter_length": Published(PAPER_B, "§3.6, figure 5B", "the letter model stays above 90% accuracy up to ≈850 "
+                               "tokens (53× the training length; figure 5B's x counts the tokens added to the 17-token "
+                               "prompt, so L ≈ 867)", 850),
     "number_length": Published(PAPER_B, "figure 5B (read from the plot)", "the number model barely generalises "
-                               "beyond its training length: accuracy ≈0.64 at 200 tokens and ≈0.2 at 1,000",
-                               {200: 0.64, 1000: 0.2}),
+                               "beyond its training length: accuracy ≈0.64 with 200 tokens added (L = 217) and ≈0.2 "
+                               "with 1,000 (L = 1,017)", {200: 0.64, 1000: 0.2}),
     "theory_decay": Published(PAPER_B, "§3.6 (figure 5A against 5B)", "the qualitative patterns of decay in the "
                               "trained models' length generalization closely resemble Theorem 3.2's bounds at their "
                               "angles"),
-    "margins": Published(PAPER_B, "figure 5", "positional heads' discrepancy shrinks to zero with length, symbolic "
-                         "heads' stays positive"),
+    "margins": Published(PSHEADS, "from Theorem 3.2 and Remark 3.2; paper B never measures trained heads' discrepancy",
+                         "positional heads' worst-case discrepancy shrinks to zero with length, symbolic heads' stays "
+                         "positive"),
     "theorem_3_1": Published(PAPER_B, "theorem 3.1", "one head on one RoPE plane solves Index (positional) and "
                              "Retrieval (symbolic) exactly up to a length n0"),
-    "theorem_3_2": Published(PAPER_B, "theorem 3.2", "the discrepancy of those constructions lies between "
-                             "closed-form bounds"),
+    "theorem_3_2": Published(PAPER_B, "theorem 3.2", "the discrepancy of those constructions is bounded above by "
+                             "closed forms in the input length n (upper bounds only)"),
     "layer_1_geometry": Published(PAPER_B, "figure 4B–C (with figure 3A's distance)", "number model, layer 1: on its "
                                   "dominant plane (figure 4C's ID 1 by the per-plane maximum logit; that figure counts "
                                   "from 0, so psheads' plane 2) the keys are aligned and the query is rotated onto the "
@@ -134,19 +190,46 @@ PUBLISHED: dict[str, Published] = {
                                   "Theorem 3.1's Index construction", {"plane": 2, "distance": 2}),
     "figure_5a": Published(PAPER_B, "figure 5A", "Theorem 3.2's bounds for n ≤ 100 at the angles of each trained "
                            "model's second layer: θ₂ = 0.8 (Index, frequency ID 2) falls towards 0, θ₄₂ = 0.0027 with "
-                           "|ALPH| = 8 (Retrieval, frequency ID 42) stays bounded away from 0",
+                           "|ALPH| = 8 (Retrieval, frequency ID 42) stays bounded away from 0 (table 1's second layer, "
+                           "layer 1, has IDs 2 and 32; ID 42 is the letter model's layer 2)",
                            {"index": (0.8, 2), "retrieval": (0.0027, 42)}),
-    "index_fast": Published(PAPER_A, "canonical tasks, gated training", "Index needs rotating (fast) planes"),
-    "retrieval_slow": Published(PAPER_A, "canonical tasks, gated training", "Retrieval is solved from slow or zero "
-                                "frequencies"),
-    "induction_both": Published(PAPER_A, "canonical tasks, gated training", "partial induction needs rotating and "
-                                "static planes together"),
-    "llm_table_3": Published(PAPER_B, "table 3", "frontier LLMs on the 1-hop tasks: the number task collapses by "
+    "index_fast": Published(PAPER_A, "canonical tasks (a secondary summary: theorems 2–3)", "Index needs rotating "
+                            "(fast) planes", found=False),
+    "retrieval_slow": Published(PAPER_A, "canonical tasks (a secondary summary: theorems 4–5)", "Retrieval is solved "
+                                "from slow or zero frequencies", found=False),
+    "induction_both": Published(PAPER_A, "canonical tasks (a secondary summary: corollary 1, theorem 6)", "partial "
+                                "induction needs rotating and static planes together", found=False),
+    "llm_table_3": Published(PAPER_B, "table 3, §3.7", "frontier LLMs on the 1-hop tasks: the number task collapses by "
                              "windows of 32–100 items while the letter task holds (GPT 5.4: number 0.98 at 12, 0.08 at "
                              "100; letter 0.96 at 12, 0.85 at 100)", PAPER_B_TABLE_3),
-    "llm_early_late": Published(PAPER_A, "gemma-2-2b-it analysis", "median positional score is higher in the first "
-                                "half of the layers than in the second", (0.83, 0.56)),
-    "llm_correlation": Published(PAPER_A, "gemma-2-2b-it analysis", "positional and symbolic scores are "
-                                 "anti-correlated across heads", -0.91),
+    "llm_thresholds": Published(PAPER_B, "§3.7", "for all tested models, the number task drops below 0.5 at 32 items "
+                                "and below 0.1 at 100; the letter task stays above 0.88 at 32 and above 0.65 at 100"),
+    "llm_early_late": Published(PAPER_A, "gemma-2-2b-it, binding task (a secondary summary of the ICLR version)",
+                                "median positional score is higher in the first half of the layers than in the second",
+                                (0.83, 0.56), found=False),
+    "llm_correlation": Published(PAPER_A, "gemma-2-2b-it, binding task (a secondary summary of the ICLR version)",
+                                 "positional and symbolic scores are anti-correlated across heads", -0.91, found=False),
 }
-"""Every published number the reproduction report (``psheads.reproduction.report``) puts beside a measurement."""
+"""Every published result the reproduction report (``psheads.reproduction.report``) puts beside a
+measurement. Paper A's values could not be found in its arXiv text (only a secondary summary
+quotes them), so they are marked ``found=False``."""
+
+NOT_TESTED: dict[str, tuple[Published, str]] = {
+    "remark_3_1": (Published(PAPER_B, "remark 3.1 (appendix F.2.3)", "Index cannot be realised by a purely symbolic "
+                             "head, nor Retrieval by a purely positional one"),
+                   "an impossibility proof: no finite experiment confirms it, and psheads' gating sweep closes "
+                   "planes rather than forcing heads to be pure"),
+    "figure_3b": (Published(PAPER_B, "§3.2, figure 3B", "the letter task's information flow follows the Retrieval "
+                            "hops as the number task's follows Index"),
+                  "psheads traces hop paths for the number task only; the letter task's generator does not yet "
+                  "return the positions each hop visits"),
+    "layer_11_gating": (Published(PAPER_B, "§3.3", "the letter model acquires every hop count nearly at once because "
+                                  "each needs the last symbolic head, in layer 11"),
+                        "a causal claim about timing: it needs layer 11's purity step compared with each hop count's "
+                        "learning step under an intervention, which psheads does not run"),
+    "figure_8_profiles": (Published(PAPER_B, "figure 8 (appendix G)", "per-plane frequency-use profiles of every "
+                                    "layer"),
+                          "paper B publishes the profiles only as a figure; psheads grades their summary, table 1, "
+                          "and draws its own profiles beside it"),
+}
+"""Claims of paper B the report lists without a verdict, each with the reason it is not tested."""

@@ -20,16 +20,15 @@ import logging
 import os
 import platform
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import torch
-from jaxtyping import Float
 from torch import Tensor
 
 import psheads
@@ -39,16 +38,21 @@ from psheads.interface import validation
 from psheads.interface.progress import progress_bar
 from psheads.interface.reprs import layer_text
 from psheads.models.zoo import Pretrained
-from psheads.reproduction.references import PAPER_A, PAPER_B, PUBLISHED, Published
+from psheads.reproduction import rules
+from psheads.reproduction.references import NOT_TESTED, PAPER_A, PAPER_B, PUBLISHED, Published
+from psheads.reproduction.rules import (
+    CONVERGED,
+    GAMMAS,
+    VERDICT_COLORS,
+    Rule,
+    Verdict,
+    decay_points,
+    plane_fit,
+)
 from psheads.results import analysis, schema
 
 logger = logging.getLogger(__name__)
 
-Verdict = Literal["reproduces", "partly", "does not reproduce", "inconclusive", "not measured"]
-VERDICT_COLORS = {"reproduces": "#1a7f37", "partly": "#9a6700", "does not reproduce": "#cf222e",
-                  "inconclusive": "#6e7781", "not measured": "#57606a"}
-"""Every verdict a claim can get: *inconclusive* when the measurement's 95% interval cannot tell (it
-contains 0), *not measured* when a table psheads needs is missing."""
 TASKS = ("number", "letter")
 RECIPE_FOLDER = "paper_b"
 """Where ``scripts/train_paper_b.py`` stores its cells' tables, under the data folder."""
@@ -104,14 +108,38 @@ class Claim:
     Attributes:
         published: the paper's result (source, words, value).
         measured: psheads' measurement in words, with its numbers.
-        verdict: reproduces / partly / does not reproduce / not measured.
+        verdict: one of ``rules.VERDICT_COLORS``.
         reason: the rule applied and what decided it.
+        rule: the rule that graded it (None: not measured or not tested).
     """
 
     published: Published
     measured: str
     verdict: Verdict
     reason: str
+    rule: Rule | None = None
+
+    @property
+    def controls(self) -> str:
+        """The rule's two controls and their verdicts ("—" without a rule)."""
+        return rules.control_text(self.rule) if self.rule is not None else "—"
+
+
+def graded(key: str, measured: str, measurement: Any, *, comparable: str = "") -> Claim:
+    """The claim ``key`` graded by its rule on ``measurement``. A claim whose published source was
+    not found gets *unverified*, one where psheads measures something else (``comparable`` says
+    what) *not comparable*; both keep the rule's outcome in the reason."""
+    rule, published = rules.RULES[key], PUBLISHED[key]
+    outcome = rule.grade(measurement)
+    verdict: Verdict = outcome.verdict
+    reason = f"Rule (fixed {rule.fixed}): {rule.text} Tolerance: {rule.tolerance}. Measured: {outcome.detail}."
+    if not published.found:
+        verdict = "unverified"
+        reason += f" The value's source was not found in the paper's text: no verdict (the rule gives {outcome.verdict})."
+    elif comparable:
+        verdict = "not comparable"
+        reason += f" {comparable}: no verdict (the rule gives {outcome.verdict})."
+    return Claim(published, measured, verdict, reason, rule)
 
 
 @dataclass
@@ -135,11 +163,13 @@ class Report:
     context: dict[str, Any]
 
     def summary(self) -> pd.DataFrame:
-        """One row per claim: ``section, paper, source, claim, measured, verdict``."""
-        rows = [{"section": s.title, "paper": c.published.paper.key, "source": c.published.source,
-                 "claim": c.published.claim, "measured": c.measured, "verdict": c.verdict}
+        """One row per claim: ``section, paper, source, claim, measured, verdict, rule fixed, controls``."""
+        columns = ["section", "paper", "source", "claim", "measured", "verdict", "rule fixed", "controls"]
+        rows = [{"section": s.title, "paper": c.published.paper.key, "source": c.published.locator,
+                 "claim": c.published.claim, "measured": c.measured, "verdict": c.verdict,
+                 "rule fixed": c.rule.fixed if c.rule is not None else "—", "controls": c.controls}
                 for s in self.sections for c in s.claims]
-        return pd.DataFrame(rows, columns=["section", "paper", "source", "claim", "measured", "verdict"])
+        return pd.DataFrame(rows, columns=columns)
 
     def to_html(self) -> str:
         """The report as one self-contained HTML page (plotly.js inline; opens offline)."""
@@ -263,72 +293,23 @@ def _not_measured(key: str, why: str) -> Claim:
 # ------------------------------------------------------------------------------- training runs
 
 
-def is_staircase(steps: list[int | None]) -> bool:
-    """Whether the first steps at which 1, 2, 3, … hops reach ``analysis.READY`` climb one by one: all
-    reached, in hop order, at three or more distinct steps."""
-    return None not in steps and steps == sorted(steps) and len(set(steps)) >= min(3, len(steps))  # type: ignore[type-var]
-
-
 def _learning_order(runs: list[Run]) -> tuple[Claim, Claim]:
     number = [run for run in runs if run.task == "number"]
     letter = [run for run in runs if run.task == "letter"]
 
-    def steps(run: Run) -> list[int | None]:
-        return list(analysis.learned_at(run.dynamics).values())
-
     def text(run: Run) -> str:
-        return f"seed {run.seed}: " + " / ".join("never" if s is None else str(s) for s in steps(run))
+        steps = analysis.learned_at(run.dynamics).values()
+        return f"seed {run.seed}: " + " / ".join("never" if s is None else str(s) for s in steps)
 
-    staircase = [s for s in (steps(r) for r in number) if is_staircase(s)]
-    verdict: Verdict = ("not measured" if not number else "reproduces" if len(staircase) == len(number)
-                        else "partly" if 2 * len(staircase) >= len(number) else "does not reproduce")
-    first = Claim(PUBLISHED["number_hop_by_hop"], "first step with ≥ 90% accuracy for 1 / 2 / 3 / 4 hops: "
-                  + "; ".join(text(r) for r in number), verdict,
-                  f"Rule: a staircase, i.e. every hop count reaches {analysis.READY:.0%}, in hop order, at three or more "
-                  f"distinct steps (the letter task's 1 hop, then the rest together, is not one); reproduces when "
-                  f"every seed climbs one, partly when at least half do; {len(staircase)} of {len(number)} seeds do.")
-    spreads = []
-    for run in letter:
-        s = steps(run)
-        spreads.append(None if None in s else max(s) - min(s))  # type: ignore[type-var,operator]
-    # the usual spacing: a run's last interval is shorter when its steps are not a multiple of it (6750)
-    checkpoint = int(np.median(np.diff(sorted(letter[0].dynamics["step"].unique())))) if letter else 0
-    close = [s for s in spreads if s is not None and s <= checkpoint]
-    verdict = "reproduces" if len(close) == len(letter) else "partly" if close else "does not reproduce"
-    second = Claim(PUBLISHED["letter_at_once"], "first step with ≥ 90% accuracy for 1 / 2 / 3 / 4 hops: "
-                   + "; ".join(text(r) for r in letter), verdict,
-                   f"Rule: every hop count reaches {analysis.READY:.0%} within one checkpoint interval ({checkpoint} steps) "
-                   f"of the first; {len(close)} of {len(letter)} seeds do.")
-    return first, second
-
-
-PLACEMENT_BAND = (0.75, 1)
-"""The rule for where pure heads sit: per seed, the share of the paper's layers that are pure and the
-number of pure layers outside them. *reproduces*: every seed has all of the paper's layers and none
-outside; *partly*: every seed has at least 75% of them and at most one outside; otherwise *does
-not reproduce* (a seed with a positional layer where the paper has none counts as outside)."""
-
-
-def placement_verdict(measured: list[set[int]], published: set[int],
-                      also_outside: list[int] | None = None) -> tuple[Verdict, str]:
-    """The verdict of ``PLACEMENT_BAND`` for the pure layers of each seed against the paper's, with its
-    reason; ``also_outside`` adds, per seed, layers that count as outside (pure heads of the other role
-    where the paper has none)."""
-    if not measured:
-        return "not measured", "no run is stored."
-    share, most_outside = PLACEMENT_BAND
-    shares = [len(layers & published) / len(published) if published else 1.0 for layers in measured]
-    outside = [len(layers - published) + extra for layers, extra in zip(measured, also_outside or [0] * len(measured))]
-    if all(s == 1 for s in shares) and not any(outside):
-        verdict: Verdict = "reproduces"
-    elif all(s >= share for s in shares) and all(o <= most_outside for o in outside):
-        verdict = "partly"
-    else:
-        verdict = "does not reproduce"
-    reason = (f"Rule: every seed's pure layers are the paper's {layer_text(sorted(published)) or 'none'} (reproduces), or "
-              f"include ≥ {share:.0%} of them with ≤ {most_outside} other (partly). Per seed: "
-              + "; ".join(f"{s:.0%} of the paper's, {o} other" for s, o in zip(shares, outside)) + ".")
-    return verdict, reason
+    claims = []
+    for key, seeds in (("number_hop_by_hop", number), ("letter_at_once", letter)):
+        if not seeds:
+            claims.append(_not_measured(key, "no run is stored"))
+            continue
+        claims.append(graded(key, "first step with ≥ 90% accuracy for 1 / 2 / 3 / 4 hops: "
+                             + "; ".join(text(run) for run in seeds),
+                             [analysis.hop_accuracy(run.dynamics) for run in seeds]))
+    return claims[0], claims[1]
 
 
 def _placement(runs: list[Run]) -> tuple[Claim, Claim, Claim]:
@@ -343,20 +324,16 @@ def _placement(runs: list[Run]) -> tuple[Claim, Claim, Claim]:
         return " → ".join(f"L{layer} ({step})" for layer, step in sorted(firsts.items(), key=lambda item: item[1]))
 
     claims = []
-    for key, role, seeds in (("number_positional_l0_l3", "positional", number),
-                             ("number_symbolic_l4_l11", "symbolic", number)):
-        verdict, reason = placement_verdict([pure(run, role) for run in seeds], set(PUBLISHED[key].value))
+    for key, role in (("number_positional_l0_l3", "positional"), ("number_symbolic_l4_l11", "symbolic")):
         measured = "; ".join(f"seed {run.seed}: pure {role} layers {layer_text(sorted(pure(run, role)))}, first pure at "
-                             f"step: {order(run, role) or 'none'}" for run in seeds)
-        claims.append(Claim(PUBLISHED[key], measured or "—", verdict, reason))
-    wanted = set(PUBLISHED["letter_symbolic_1_11"].value)
+                             f"step: {order(run, role) or 'none'}" for run in number)
+        claims.append(graded(key, measured or "—", {"pure": [pure(run, role) for run in number]}))
     # a pure positional layer counts as outside: the paper's letter model has none
-    verdict, reason = placement_verdict([pure(run, "symbolic") for run in letter], wanted,
-                                        [len(pure(run, "positional")) for run in letter])
     measured = "; ".join(f"seed {run.seed}: pure symbolic layers {layer_text(sorted(pure(run, 'symbolic')))}, pure "
                          f"positional {layer_text(sorted(pure(run, 'positional'))) or 'none'}" for run in letter)
-    claims.append(Claim(PUBLISHED["letter_symbolic_1_11"], measured or "—", verdict,
-                        reason + " A pure positional layer counts as other."))
+    claims.append(graded("letter_symbolic_1_11", measured or "—",
+                         {"pure": [pure(run, "symbolic") for run in letter],
+                          "outside": [len(pure(run, "positional")) for run in letter]}))
     return claims[0], claims[1], claims[2]
 
 
@@ -399,18 +376,14 @@ def learning_section(runs: list[Run], config: ReportConfig) -> Section:
     return section
 
 
-FOLLOWS = 0.5
-"""A layer follows an Index hop (position p to p − v) when, at p, it puts at least half its
-attention on p − v (mean over prompts)."""
-
-
 def index_flow(model: Any, task: Any, tokens: Any) -> pd.DataFrame:
     """Each layer's attention along every Index hop of number-task prompts: at each position the
     path visits (``NumberTask.hop_path``), the attention on the position its integer points to.
 
     Returns one row per prompt, hop and layer: ``prompt, hops, step`` (1 at the query),
     ``from_end`` (1 for the hop into the answer's symbol), ``layer, attention`` (head 0's; the
-    paper's models have one head per layer). One forward per query position.
+    paper's models have one head per layer) and ``maximal`` (the target is the key it attends to
+    most). One forward per query position.
     """
     lens = psheads.RopeLens(model)
     tokens = torch.as_tensor(tokens)
@@ -424,40 +397,16 @@ def index_flow(model: Any, task: Any, tokens: Any) -> pd.DataFrame:
         for layer, planes in lens.frequency_logits_by_layer(tokens, None, query):
             attention = torch.softmax(planes[:, 0].sum(1), dim=-1)  # [prompt, key]
             rows += [{"prompt": prompt, "hops": len(path) - 1, "step": step + 1, "from_end": len(path) - 1 - step,
-                      "layer": layer, "attention": float(attention[prompt, path[step + 1]])}
+                      "layer": layer, "attention": float(attention[prompt, path[step + 1]]),
+                      "maximal": bool(attention[prompt].argmax() == path[step + 1])}
                      for prompt, step, path in hops]
     return pd.DataFrame(rows).sort_values(["prompt", "step", "layer"], ignore_index=True)
-
-
-def index_flow_verdict(flow: pd.DataFrame, published: dict[str, tuple[int, ...]]) -> tuple[Verdict, list[str]]:
-    """Figure 3A's rule on ``index_flow``: (a) the ``last_step`` layers follow the hop into the
-    answer's symbol and no other hop, (b) the ``index`` layers follow every hop, (c) the
-    ``propagate`` layers follow none (each at ``FOLLOWS``, mean over prompts per hop and layer).
-    All three reproduce, two partly. Returns the verdict and what failed."""
-    if flow.empty:
-        return "not measured", ["no Index hop"]
-    mean = flow.groupby(["hops", "step", "from_end", "layer"])["attention"].mean().reset_index()
-    follows = mean.assign(follows=mean["attention"] >= FOLLOWS)
-    last = follows[follows["layer"].isin(published["last_step"])]
-    failed = []
-    if not (last.loc[last["from_end"] == 1, "follows"].all() and not last.loc[last["from_end"] > 1, "follows"].any()):
-        failed.append("layers " + layer_text(list(published["last_step"])) + " do not follow the last hop alone")
-    index = follows[follows["layer"].isin(published["index"])]
-    if not index["follows"].all():
-        failed.append("layers " + layer_text(sorted(index.loc[~index["follows"], "layer"].unique())) +
-                      " miss an Index hop")
-    late = follows[follows["layer"].isin(published["propagate"]) & follows["follows"]]
-    if len(late):
-        failed.append("layers " + layer_text(sorted(late["layer"].unique())) + " still follow Index hops")
-    verdict: Verdict = "reproduces" if not failed else "partly" if len(failed) == 1 else "does not reproduce"
-    return verdict, failed
 
 
 def _index_flow(runs: list[Run], config: ReportConfig, section: Section) -> Claim:
     run = _shipped_number(runs)
     if run is None:
         return _not_measured("index_flow", "no number model")
-    published = PUBLISHED["index_flow"].value
     tokens = _task_prompts(run, config)
     flow = index_flow(run.shipped.model, run.shipped.task, tokens)
     section.figures.append(("Figure 3A: number model, mean attention along each Index hop, per layer",
@@ -466,18 +415,10 @@ def _index_flow(runs: list[Run], config: ReportConfig, section: Section) -> Clai
     section.tables.append(("Figure 3A: number model, mean attention along each Index hop (rows: hop count, hop "
                            "from the query; columns: layers)", table.rename(columns=lambda c: f"L{c}" if
                                                                            isinstance(c, int) else c)))
-    verdict, failed = index_flow_verdict(flow, published)
-    per_layer = flow.groupby("layer")["attention"].mean()
-    return Claim(PUBLISHED["index_flow"],
-                 "mean attention along the Index hops per layer: " + ", ".join(f"L{layer} {value:.2f}" for layer, value
-                                                                              in per_layer.items())
-                 + f" ({flow['prompt'].nunique()} prompts); " + ("; ".join(failed) if failed else "every part holds"),
-                 verdict,
-                 f"Rule (set after a first look at these numbers): a layer follows a hop when it puts ≥ {FOLLOWS:.0%} "
-                 f"of its attention on the hop's target, per hop count and hop. (a) layer "
-                 f"{layer_text(list(published['last_step']))} follows the hop into the answer's symbol and no other, "
-                 f"(b) layers {layer_text(list(published['index']))} follow every hop, (c) layers "
-                 f"{layer_text(list(published['propagate']))} follow none. All three reproduce, two partly.")
+    per_layer = flow.groupby("layer")["maximal"].mean()
+    return graded("index_flow", "share of hops whose target is the layer's most attended key: "
+                  + ", ".join(f"L{layer} {value:.2f}" for layer, value in per_layer.items())
+                  + f" ({flow['prompt'].nunique()} prompts)", flow)
 
 
 def relabelled(dynamics: pd.DataFrame, gamma: float) -> pd.DataFrame:
@@ -489,28 +430,6 @@ def relabelled(dynamics: pd.DataFrame, gamma: float) -> pd.DataFrame:
                            if isinstance(dynamics["label"].dtype, pd.CategoricalDtype) else labels)
 
 
-GAMMAS = (0.1, 0.05)
-"""Paper B's figure 7: the purity threshold γ at its default and halved."""
-
-
-def gamma_verdict(counts: dict[float, pd.DataFrame], interval: int) -> tuple[Verdict, list[str]]:
-    """Figure 7's rule over per-γ tables of pure-head counts (``step`` index, one column per role).
-
-    For each role, the final count at γ = 0.05 must lie within 1 of that at γ = 0.1 (partly), and
-    the first step at which each count reaches its final value within one checkpoint ``interval``
-    (reproduces). Returns the verdict and what failed (``"<role> count"``, ``"<role> timing"``)."""
-    base, half = counts[GAMMAS[0]], counts[GAMMAS[1]]
-    failed_count, failed_time = [], []
-    for role in base.columns:
-        if abs(int(base[role].iloc[-1]) - int(half[role].iloc[-1])) > 1:
-            failed_count.append(f"{role} count")
-        reached = [int(c.index[c[role] == c[role].iloc[-1]].min()) for c in (base, half)]
-        if abs(reached[0] - reached[1]) > interval:
-            failed_time.append(f"{role} timing")
-    verdict: Verdict = ("does not reproduce" if failed_count else "partly" if failed_time else "reproduces")
-    return verdict, failed_count + failed_time
-
-
 def pure_counts(dynamics: pd.DataFrame) -> pd.DataFrame:
     """Pure positional and symbolic heads per checkpoint (``step`` index)."""
     counts = analysis.label_counts(dynamics, by="step").pivot(index="step", columns="label", values="n")
@@ -518,37 +437,22 @@ def pure_counts(dynamics: pd.DataFrame) -> pd.DataFrame:
 
 
 def _gamma_robustness(runs: list[Run], section: Section) -> Claim:
-    verdicts, texts = [], []
+    finals, texts = [], []
     for run in runs:
         counts = {gamma: pure_counts(relabelled(run.dynamics, gamma)) for gamma in GAMMAS}
-        interval = int(np.median(np.diff(counts[GAMMAS[0]].index))) if len(counts[GAMMAS[0]]) > 1 else 0
-        verdict, failed = gamma_verdict(counts, interval)
-        verdicts.append(verdict)
-        final = {gamma: counts[gamma].iloc[-1] for gamma in GAMMAS}
+        final = {gamma: {role: int(counts[gamma][role].iloc[-1]) for role in ("positional", "symbolic")}
+                 for gamma in GAMMAS}
+        finals.append(final)
         texts.append(f"{run.task} seed {run.seed}: " + ", ".join(
-            f"{role} {int(final[GAMMAS[0]][role])} → {int(final[GAMMAS[1]][role])}" for role in ("positional", "symbolic"))
-            + (f" ({', '.join(failed)} moved)" if failed else ""))
+            f"{role} {final[GAMMAS[0]][role]} → {final[GAMMAS[1]][role]}" for role in ("positional", "symbolic")))
         if run.shipped is not None:
             section.figures.append((f"{run.task}: pure heads over training with γ = {GAMMAS[1]} (figure 7; "
                                     f"γ = {GAMMAS[0]} above)", plotting.pure_head_counts(relabelled(run.dynamics,
                                                                                                     GAMMAS[1]))))
-    return Claim(PUBLISHED["purity_gamma"], "final pure heads at γ = 0.1 → 0.05: " + "; ".join(texts) if texts else "—",
-                 _worst(verdicts),
-                 "Rule, per run and role (labels recomputed from the stored scores): the final count at γ = 0.05 within "
-                 "1 of γ = 0.1's (else does not reproduce), and the step at which each count first reaches its final "
-                 "value within one checkpoint interval (else partly).")
-
-
-def _worst(verdicts: list[Verdict]) -> Verdict:
-    """The weakest of several verdicts (not measured when there are none)."""
-    for verdict in ("does not reproduce", "partly", "reproduces"):
-        if verdict in verdicts:
-            return verdict  # type: ignore[return-value]
-    return "not measured"
-
-
-CONVERGED = 0.99
-"""Accuracy over all hop counts at which a run counts as converged."""
+    if not finals:
+        return _not_measured("purity_gamma", "no run is stored")
+    return graded("purity_gamma", "final pure heads at γ = 0.1 → 0.05 (labels recomputed from the stored scores): "
+                  + "; ".join(texts), finals)
 
 
 def pure_before_convergence(dynamics: pd.DataFrame) -> tuple[int | None, float]:
@@ -566,25 +470,12 @@ def pure_before_convergence(dynamics: pd.DataFrame) -> tuple[int | None, float]:
 
 def _pure_before_convergence(runs: list[Run]) -> Claim:
     rows = [(run, *pure_before_convergence(run.dynamics)) for run in runs]
-    good = [run for run, step, share in rows if step is not None and share >= 0.75]
-    verdict: Verdict = ("not measured" if not rows else "reproduces" if len(good) == len(rows)
-                        else "partly" if 2 * len(good) >= len(rows) else "does not reproduce")
+    if not rows:
+        return _not_measured("pure_before_convergence", "no run is stored")
     measured = "; ".join(f"{run.task} seed {run.seed}: " + ("never converged" if step is None else
                          f"converged at step {step} with {share:.0%} of its final pure layers already pure")
                          for run, step, share in rows)
-    return Claim(PUBLISHED["pure_before_convergence"], measured or "—", verdict,
-                 f"Rule: at the first checkpoint with accuracy ≥ {CONVERGED} (all hops), at least 75% of the layers that "
-                 "end pure are already pure for good; reproduces when every run does, partly when at least half do.")
-
-
-ENTROPY_HIGH = 0.9
-"""Normalised attention entropy (1: uniform over the visible keys) that counts as high."""
-
-
-def entropy_verdict(lowest: float, medians: list[float]) -> Verdict:
-    """Reproduces when every head's entropy at initialisation is high, partly when each model's median is."""
-    return ("reproduces" if lowest >= ENTROPY_HIGH else "partly" if all(m >= ENTROPY_HIGH for m in medians)
-            else "does not reproduce")
+    return graded("pure_before_convergence", measured, [(step, share) for _, step, share in rows])
 
 
 def _entropy_at_init(runs: list[Run], config: ReportConfig, section: Section) -> Claim:
@@ -613,13 +504,9 @@ def _entropy_at_init(runs: list[Run], config: ReportConfig, section: Section) ->
     section.tables.append(("Normalised attention entropy of every head at initialisation (same seed, live) and "
                            "after training", table))
     lowest = float(table["initialisation: min"].min())
-    verdict = entropy_verdict(lowest, table["initialisation: median"].tolist())
-    return Claim(PUBLISHED["entropy_at_init"], "normalised entropy at initialisation ≥ "
-                 f"{lowest:.4f} in every head (median " + ", ".join(
-                     f"{r['task']} {r['initialisation: median']:.3f} → {r['trained: median']:.3f} trained"
-                     for r in rows) + ")", verdict,
-                 f"Rule: every head's normalised entropy (1 = uniform) at initialisation ≥ {ENTROPY_HIGH} reproduces; "
-                 "partly when only the median is.")
+    return graded("entropy_at_init", f"normalised entropy at initialisation ≥ {lowest:.4f} in every head (median "
+                  + ", ".join(f"{r['task']} {r['initialisation: median']:.3f} → {r['trained: median']:.3f} trained"
+                              for r in rows) + ")", (lowest, table["initialisation: median"].tolist()))
 
 
 def _weights_step(run: Run) -> int:
@@ -706,63 +593,12 @@ def frequency_section(runs: list[Run], config: ReportConfig) -> Section:
         if rows.empty:
             section.claims.append(_not_measured(f"frequency_id_{task}", f"no {task} model"))
             continue
-        ours, paper = rows["softmax ID (paper B's definition)"].to_numpy(), rows["paper B table 1"].to_numpy()
-        verdict, outside = frequency_id_verdict(ours, paper)
-        misses = ", ".join(f"L{layer} ({ours[layer]:.1f} vs {paper[layer]:g})" for layer in outside) or "none"
-        section.claims.append(Claim(
-            PUBLISHED[f"frequency_id_{task}"],
-            f"{len(ours) - len(outside)} of {len(ours)} layers within ±{FREQUENCY_ID_TOLERANCE} IDs of "
-            f"table 1; outside: {misses}",
-            verdict, f"Rule: a layer agrees when its softmax ID is within ±{FREQUENCY_ID_TOLERANCE} of table 1 (an "
-            "eighth of the 64 IDs, a factor 10000^(16/128) ≈ 3.2 in angle); reproduces when every layer agrees, "
-            f"partly when at least {FREQUENCY_ID_BAND:.0%} do, otherwise does not reproduce."))
+        ours = rows["softmax ID (paper B's definition)"].to_numpy()
+        outcome = rules.RULES[f"frequency_id_{task}"].grade(ours)
+        section.claims.append(graded(f"frequency_id_{task}", "softmax ID per layer (paper B's definition): "
+                                     + ", ".join(f"{value:.1f}" for value in ours) + f"; outside: {outcome.detail}",
+                                     ours))
     return section
-
-
-FREQUENCY_ID_TOLERANCE = 8
-"""A layer's frequency ID agrees with paper B's table 1 within ±8 IDs (an eighth of its 64 planes)."""
-FREQUENCY_ID_BAND = 0.75
-"""*partly*: at least this share of a model's layers agree."""
-
-
-def frequency_id_verdict(measured: Sequence[float], published: Sequence[float]) -> tuple[Verdict, list[int]]:
-    """The frequency-ID rule for one model, and the layers outside the tolerance."""
-    outside = [layer for layer, (ours, paper) in enumerate(zip(measured, published))
-               if not abs(ours - paper) <= FREQUENCY_ID_TOLERANCE]
-    share = 1 - len(outside) / len(measured) if len(measured) else 0.0
-    verdict: Verdict = ("not measured" if not len(measured) else "reproduces" if not outside
-                        else "partly" if share >= FREQUENCY_ID_BAND else "does not reproduce")
-    return verdict, outside
-
-
-ALIGNED_FIT = 0.9
-"""Figure 4B–C's aligned keys: on the dominant plane, a query's logit against the key offset r is
-one sinusoid ``a·cos(rθ) + b·sin(rθ)`` when every key has the same component there, so the
-median uncentred R² of that fit over prompts is at least 0.9. Its peak offset ``atan2(b, a)/θ``
-(modulo the period) is where the query points: it must round to the paper's distance."""
-
-
-def plane_fit(logits: Float[Tensor, "prompt key"], theta: float) -> tuple[Tensor, Tensor, Tensor]:
-    """Per prompt, the least-squares sinusoid of one plane's logits against the key offset
-    ``r = query − key`` (keys ``0 … query`` in order): uncentred R² ``[prompt]``, peak offset in
-    ``[0, 2π/θ)`` ``[prompt]``, and the fitted logits ``[prompt, key]``."""
-    offsets = torch.arange(logits.shape[-1] - 1, -1, -1, dtype=torch.float64)
-    basis = torch.stack([torch.cos(offsets * theta), torch.sin(offsets * theta)], dim=-1)  # [key, 2]
-    coefficients = torch.linalg.lstsq(basis, logits.double().T).solution.T  # [prompt, 2]
-    fitted = coefficients @ basis.T
-    r2 = 1 - (logits - fitted).square().sum(-1) / logits.square().sum(-1).clamp_min(torch.finfo(torch.float64).tiny)
-    peak = torch.remainder(torch.atan2(coefficients[:, 1], coefficients[:, 0]) / theta, 2 * np.pi / theta)
-    return r2, peak, fitted
-
-
-def geometry_verdict(plane: int, fit: float, peak: float, published: dict[str, int]) -> Verdict:
-    """Figure 4B–C's rule: the dominant plane is the paper's (within ``FREQUENCY_ID_TOLERANCE``),
-    the keys are aligned (``ALIGNED_FIT``) and the peak rounds to the paper's distance; *partly*
-    when the plane agrees and one of the other two holds."""
-    if abs(plane - published["plane"]) > FREQUENCY_ID_TOLERANCE:
-        return "does not reproduce"
-    held = [fit >= ALIGNED_FIT, abs(peak - published["distance"]) < 0.5]
-    return "reproduces" if all(held) else "partly" if any(held) else "does not reproduce"
 
 
 def plane_geometry(model: Any, tokens: Any, layer: int, plane: int, head: int = 0) -> pd.DataFrame:
@@ -788,7 +624,6 @@ def _layer_1_geometry(runs: list[Run], config: ReportConfig, section: Section, p
     run = _shipped_number(runs)
     if run is None or planes is None:
         return _not_measured("layer_1_geometry", "no number model")
-    published = PUBLISHED["layer_1_geometry"].value
     plane = dominant_plane(planes, 1)
     tokens = _task_prompts(run, config)
     frame = plane_geometry(run.shipped.model, tokens, 1, plane)
@@ -800,16 +635,11 @@ def _layer_1_geometry(runs: list[Run], config: ReportConfig, section: Section, p
     section.figures.append((f"Figure 4B–C: number model, layer 1, plane {plane}: the logit against the key's distance "
                             "from the query for 8 prompts (points) and each prompt's sinusoid (lines)",
                             plotting.plane_logits(shown)))
-    return Claim(PUBLISHED["layer_1_geometry"],
-                 f"dominant plane {plane}; one sinusoid per prompt explains a median {fit:.2f} of that plane's logits "
-                 f"(uncentred R²), peaking at distance {where:.2f} (median over {len(per_prompt)} prompts); the plane's "
-                 f"own largest logit is on the key the head attends to most in {routes:.0%} of prompts",
-                 geometry_verdict(plane, fit, where, published),
-                 f"Rule (its distance part set after a first look at these numbers): the plane with the largest "
-                 f"maximum logit is within ±{FREQUENCY_ID_TOLERANCE} IDs of plane {published['plane']}, the median R² of a "
-                 f"sinusoid in the key's distance is ≥ {ALIGNED_FIT} (aligned keys), and the sinusoid's median peak "
-                 f"rounds to distance {published['distance']}: all three reproduce; the plane and one of the others, "
-                 "partly. The last part of the measurement is context, not part of the rule.")
+    return graded("layer_1_geometry",
+                  f"dominant plane {plane}; one sinusoid per prompt explains a median {fit:.2f} of that plane's logits "
+                  f"(uncentred R²), peaking at distance {where:.2f} (median over {len(per_prompt)} prompts); the plane's "
+                  f"own largest logit is on the key the head attends to most in {routes:.0%} of prompts",
+                  {"plane": plane, "fit": fit, "peak": where, "routes": routes})
 
 
 # ---------------------------------------------------------------------------- length generalization
@@ -817,27 +647,17 @@ def _layer_1_geometry(runs: list[Run], config: ReportConfig, section: Section, p
 
 def _length_claims(curves: pd.DataFrame) -> list[Claim]:
     """Figure 5B's two claims on length curves (column ``model``: the task): the letter model's reach
-    and the number model's accuracy at the lengths paper B's curve is read at."""
-    reach = {task: analysis.longest_ready(curves[curves["model"] == task]) for task in TASKS}
-    target = PUBLISHED["letter_length"].value
-    letter = reach["letter"] or 0
-    published = PUBLISHED["number_length"].value
-    measured = {length: analysis.accuracy_at(curves[curves["model"] == "number"], length) for length in published}
-    return [
-        Claim(PUBLISHED["letter_length"], f"letter ≥ 90% up to {letter} tokens ({letter / target:.0%} of the paper's "
-              f"{target})", letter_length_verdict(letter, target),
-              f"Rule: reproduces within a factor {LETTER_LENGTH_BANDS[0]:g} of {target} tokens either way, partly within "
-              f"a factor {LETTER_LENGTH_BANDS[1]:g}, otherwise does not reproduce."),
-        Claim(PUBLISHED["number_length"],
-              "number accuracy " + ", ".join("not measured" if measured[length] is None else
-                                             f"{measured[length]:.3f} at {length} tokens" for length in published)
-              + f" (≥ 90% up to {reach['number']} tokens)",
-              number_length_verdict(measured, published),
-              f"Rule: at each length the paper's value is read at, within ±{NUMBER_LENGTH_TOLERANCE} of it (plot "
-              "reading and sampling); a model that generalises better fails as well as one that generalises worse. "
-              "Reproduces at both lengths, partly at one, otherwise does not reproduce. Between measured lengths the "
-              "curve is interpolated linearly in log length."),
-    ]
+    and the number model's accuracy at the lengths paper B's curve is read at (L = x + 17)."""
+    claims = []
+    for key, task in (("letter_length", "letter"), ("number_length", "number")):
+        curve = curves[curves["model"] == task]
+        if curve.empty:
+            claims.append(_not_measured(key, f"no {task} curve"))
+            continue
+        lengths = sorted(curve["length"].unique())
+        claims.append(graded(key, f"{task}: ≥ 90% up to {analysis.longest_ready(curve)} tokens; accuracy measured at "
+                             f"{len(lengths)} lengths from {lengths[0]} to {lengths[-1]}", curve))
+    return claims
 
 
 def length_section(runs: list[Run], config: ReportConfig) -> Section:
@@ -870,9 +690,18 @@ def length_section(runs: list[Run], config: ReportConfig) -> Section:
     section.figures.append(("Accuracy against prompt length", plotting.accuracy_vs_length(stacked)))
     section.claims.extend(_length_claims(stacked))
     section.claims.append(_theory_decay(stacked, section))
+    return section
+
+
+def prediction_section(runs: list[Run], config: ReportConfig) -> Section:
+    section = Section("predictions", "psheads' own predictions (not claims of either paper)",
+                      "Paper B never measures trained heads' discrepancy: figure 5A bounds the hand-built "
+                      "constructions, and Remark 3.2 promises \"away from zero\" only at θ = 0. What follows is "
+                      "psheads' prediction from Theorem 3.2 for the trained models, graded like the papers' claims.")
+    shipped_runs = {run.task: run for run in runs if run.shipped is not None}
     margins = _stored(config.data_folder, "lengthgen_discrepancy.csv", section)
-    if margins is None:
-        section.claims.append(_not_measured("margins", "stored discrepancy table missing"))
+    if margins is None or set(shipped_runs) != set(TASKS):
+        section.claims.append(_not_measured("margins", "stored discrepancy table or a shipped model missing"))
         return section
     section.figures.append(("Worst-case normalised discrepancy against length",
                             plotting.discrepancy_vs_length(margins)))
@@ -884,102 +713,22 @@ def length_section(runs: list[Run], config: ReportConfig) -> Section:
     shrunk = int((positional["normalised"] <= 0).sum())
     kept = symbolic.groupby("layer")["normalised"].min()
     kept_positive = int((kept > 0).sum())
-    shares = (shrunk / len(positional) if len(positional) else 0.0, kept_positive / len(kept) if len(kept) else 0.0)
-    verdict = ("not measured" if not len(positional) or not len(kept) else
-               "reproduces" if min(shares) == 1 else "partly" if min(shares) >= 0.75 else "does not reproduce")
-    section.claims.append(Claim(
-        PUBLISHED["margins"],
-        f"at {int(last['length'].iloc[0])} tokens {shrunk} of {len(positional)} pure positional number heads have "
-        f"normalised discrepancy ≤ 0; {kept_positive} of {len(kept)} pure symbolic letter layers stay > 0 at "
-        "every length", verdict,
-        "Rule: every pure positional head's worst-case margin reaches ≤ 0 at the longest length and every pure "
-        "symbolic head's stays positive; partly when at least 75% of each do."))
+    if not len(positional) or not len(kept):
+        section.claims.append(_not_measured("margins", "no pure positional number head or pure symbolic letter layer"))
+        return section
+    section.claims.append(graded(
+        "margins", f"at {int(last['length'].iloc[0])} tokens {shrunk} of {len(positional)} pure positional number heads "
+        f"have normalised discrepancy ≤ 0; {kept_positive} of {len(kept)} pure symbolic letter layers stay > 0 at "
+        "every length", (shrunk / len(positional), kept_positive / len(kept))))
     return section
-
-
-DECAY_CORRELATION = (0.8, 0.5)
-"""§3.6's "the decay resembles the theory": Spearman's ρ between Theorem 3.2's upper bound (at
-figure 5A's angles) and the measured accuracy, pooled over both models and every stored length
-where the bound holds; *reproduces* at ρ ≥ 0.8, *partly* at ρ ≥ 0.5, else *does not reproduce*."""
-MIN_DECAY_POINTS = 6
-"""Fewer pooled points than this: *not measured*."""
-DECAY_MODELS = {"number": "index", "letter": "retrieval"}
-"""The construction whose bound stands for each trained model (figure 5A)."""
-
-
-def _figure_5a_config(kind: str) -> Any:
-    """Theorem 3.1's construction at figure 5A's angle for ``kind``."""
-    from psheads.models import theory
-
-    theta, _ = PUBLISHED["figure_5a"].value[kind]
-    # n0 only has to admit θ (Index: θ < 2π/(n0 − 1)); the bounds themselves do not depend on it
-    n0 = int(2 * np.pi / theta) if kind == "index" else FIGURE_5A_N
-    return theory.ConstructionConfig(kind, theta=theta, n0=n0, n_letters=8)
-
-
-def decay_points(curves: pd.DataFrame) -> pd.DataFrame:
-    """Per model in ``DECAY_MODELS`` and stored length L: the all-hops accuracy beside Theorem 3.2's
-    upper bound at n = L − 1, kept where the Retrieval bound holds (n < ω/(2θ), Theorem 3.1's
-    interval at figure 5A's angle) so that both models are compared at the same lengths."""
-    retrieval = _figure_5a_config("retrieval")
-    longest = retrieval.omega / (2 * retrieval.theta)
-    rows = []
-    for model, kind in DECAY_MODELS.items():
-        config = _figure_5a_config(kind)
-        part = curves[(curves["model"] == model) & (curves["hops"].astype(str) == "all")]
-        for length, accuracy in part.groupby("length")["accuracy"].mean().items():
-            if length - 1 < longest:
-                rows.append({"model": model, "construction": kind, "length": int(length),
-                             "upper bound": config.bound(int(length)).upper, "accuracy": float(accuracy)})
-    return pd.DataFrame(rows, columns=["model", "construction", "length", "upper bound", "accuracy"])
-
-
-def decay_verdict(points: pd.DataFrame) -> tuple[Verdict, float]:
-    """``DECAY_CORRELATION`` on ``decay_points``: the verdict and Spearman's ρ (NaN when undefined)."""
-    if len(points) < MIN_DECAY_POINTS:
-        return "not measured", float("nan")
-    rho = float(points["upper bound"].rank().corr(points["accuracy"].rank()))
-    if not np.isfinite(rho):
-        return "inconclusive", rho
-    return ("reproduces" if rho >= DECAY_CORRELATION[0] else "partly" if rho >= DECAY_CORRELATION[1]
-            else "does not reproduce"), rho
 
 
 def _theory_decay(curves: pd.DataFrame, section: Section) -> Claim:
     points = decay_points(curves)
-    verdict, rho = decay_verdict(points)
-    section.tables.append(("§3.6: Theorem 3.2's upper bound at figure 5A's angles beside the measured accuracy",
-                           points.round(6)))
+    section.tables.append(("§3.6: Theorem 3.2's upper bound at each model's figure-5A angle beside its measured "
+                           "accuracy", points.round(6)))
     lengths = ", ".join(map(str, sorted(points["length"].unique())))
-    return Claim(PUBLISHED["theory_decay"],
-                 f"Spearman ρ = {rho:.2f} between the bound and the accuracy over {len(points)} points (both models at "
-                 f"{lengths} tokens)", verdict,
-                 f"Rule: ρ ≥ {DECAY_CORRELATION[0]} reproduces, ≥ {DECAY_CORRELATION[1]} partly, lower does not "
-                 f"reproduce; fewer than {MIN_DECAY_POINTS} points is not measured, a constant column inconclusive. "
-                 "Only lengths where the Retrieval bound holds at θ = 0.0027 (n < ω/(2θ) ≈ 145) count: beyond it "
-                 "the closed form no longer bounds anything.")
-
-
-LETTER_LENGTH_BANDS = (1.25, 2.0)
-"""The letter model's reach (≥ 90%) against paper B's 850 tokens: *reproduces* within a factor 1.25
-either way (680–1,062 tokens), *partly* within a factor 2 (425–1,700), else *does not reproduce*."""
-NUMBER_LENGTH_TOLERANCE = 0.15
-"""The number model's accuracy at 200 and 1,000 tokens against figure 5B's ≈0.64 and ≈0.2: within ±0.15."""
-
-
-def letter_length_verdict(reach: int, published: int) -> Verdict:
-    """``LETTER_LENGTH_BANDS`` applied to the longest length the letter model stays ≥ 90% at."""
-    ratio = max(reach / published, published / reach) if reach > 0 else np.inf
-    return ("reproduces" if ratio <= LETTER_LENGTH_BANDS[0] else "partly" if ratio <= LETTER_LENGTH_BANDS[1]
-            else "does not reproduce")
-
-
-def number_length_verdict(measured: dict[int, float | None], published: dict[int, float]) -> Verdict:
-    """``NUMBER_LENGTH_TOLERANCE`` at each published length: reproduces at all, partly at some."""
-    if any(measured.get(length) is None for length in published):
-        return "not measured"
-    close = [abs(measured[length] - value) <= NUMBER_LENGTH_TOLERANCE for length, value in published.items()]
-    return "reproduces" if all(close) else "partly" if any(close) else "does not reproduce"
+    return graded("theory_decay", f"{len(points)} points (lengths {lengths})", points)
 
 
 # --------------------------------------------------------------------------------- paper B's recipe
@@ -1020,7 +769,7 @@ def _psheads_recipe_claims(runs: list[Run]) -> list[Claim]:
     curves = [run.shipped.length_generalization.assign(model=run.task) for run in runs
               if run.shipped is not None and run.shipped.length_generalization is not None]
     claims = (_length_claims(pd.concat(curves, ignore_index=True)) if curves else []) + list(_placement(runs))
-    return [Claim(c.published, "psheads' recipe: " + c.measured, c.verdict, c.reason) for c in claims]
+    return [replace(claim, measured="psheads' recipe: " + claim.measured) for claim in claims]
 
 
 def _ablation_notes(cells: pd.DataFrame) -> list[str]:
@@ -1099,64 +848,48 @@ def theory_section(runs: list[Run], config: ReportConfig) -> Section:
             row = psheads.evaluate(construction.model, construction.config.task(length), n=config.theory_prompts,
                                    seed=config.seed, batch_size=config.theory_prompts, progress=False).iloc[-1]
             rows.append({"construction": kind, "length": length, "accuracy": row["accuracy"], "n": int(row["n"])})
-        for length in range(2, n0 + 1):  # every length; n = L − 1 is the farthest key's distance
-            bound, exact = construction.bound(length), construction.margin(length)
-            as_length = construction.bound(length + 1)  # the other reading, n = L
-            bounds.append({"construction": kind, "length": length, "exact worst case": exact,
-                           "lower bound": bound.lower, "upper bound": bound.upper,
-                           "within bounds": _within(exact, bound), "within bounds if n = L": _within(exact, as_length)})
+        for length in range(2, n0 + 1):  # every length, under both readings of n
+            at_distance, at_length = construction.bound(length), construction.bound(length + 1)
+            bounds.append({"construction": kind, "length": length, "exact": construction.margin(length),
+                           "upper (n = L)": at_length.upper, "upper (n = L − 1)": at_distance.upper,
+                           "lower (n = L − 1)": at_distance.lower})
     accuracy, margins = pd.DataFrame(rows), pd.DataFrame(bounds)
-    section.tables += [("Accuracy up to n0", accuracy), ("Exact discrepancy and Theorem 3.2's bounds", margins)]
-    perfect = bool((accuracy["accuracy"] == 1).all())
-    section.claims.append(Claim(PUBLISHED["theorem_3_1"], f"accuracy {accuracy['accuracy'].min():.3f} at worst "
-                                f"over {len(accuracy)} (construction, length) cells",
-                                "reproduces" if perfect else "does not reproduce",
-                                "Rule: accuracy 1 at every length up to n0, both constructions."))
-    inside = int(margins["within bounds"].sum())
-    outside = margins[~margins["within bounds"]]
-    misses = "; ".join(f"{kind} at L = {length} ({exact:.4f} above the upper bound {upper:.4f})"
-                       if exact > upper else f"{kind} at L = {length} ({exact:.4f} below the lower bound {lower:.4f})"
-                       for kind, length, exact, lower, upper in zip(
-                           outside["construction"], outside["length"], outside["exact worst case"],
-                           outside["lower bound"], outside["upper bound"])) or "none"
-    other = int(margins["within bounds if n = L"].sum())
-    section.claims.append(Claim(
-        PUBLISHED["theorem_3_2"],
-        f"{inside} of {len(margins)} exact worst cases (L = 2…n0) within the bounds at n = L − 1; outside: {misses}. "
-        f"Read with n = L instead, {other} of {len(margins)} are", theorem_verdict(margins),
-        "Rule: at every prompt length L from 2 to n0 the exact worst case lies between the bounds taken at n = L − 1 "
-        "(the farthest key's distance): reproduces when all do; partly when the only exceptions are at L = 2, "
-        "where the query's own key is the only other one and the upper bound's distractor does not exist; "
-        "otherwise does not reproduce."))
+    section.tables += [("Accuracy up to n0", accuracy),
+                       ("Exact worst-case discrepancy and Theorem 3.2's upper bound under both readings of n (the "
+                        "lower bound is psheads' own, from the derivation)", margins)]
+    section.claims.append(graded("theorem_3_1", f"accuracy {accuracy['accuracy'].min():.3f} at worst over "
+                                 f"{len(accuracy)} (construction, length) cells", accuracy["accuracy"].tolist()))
+    above = margins[margins["exact"] > margins["upper (n = L)"] + rules.BOUND_SLACK]
+    section.claims.append(graded(
+        "theorem_3_2", "exact worst cases at L = 2…n0 for both constructions; above the bound at n = L: "
+        + (", ".join(f"{kind} L = {length}" for kind, length in zip(above["construction"], above["length"])) or "none"),
+        margins))
     section.claims.append(_figure_5a(runs, config, section))
     return section
-
-
-FIGURE_5A_N = 100
-"""Figure 5A's range of n."""
 
 
 def figure_5a_curves() -> pd.DataFrame:
     """Theorem 3.2's bounds at paper B's angles for n = 1 … ``FIGURE_5A_N`` (``construction, n, upper, lower``)."""
     rows = []
     for kind in PUBLISHED["figure_5a"].value:
-        config = _figure_5a_config(kind)
-        for n in range(1, FIGURE_5A_N + 1):
+        config = rules.figure_5a_config(kind)
+        for n in range(1, rules.FIGURE_5A_N + 1):
             bound = config.bound(n + 1)
             rows.append({"construction": kind, "n": n, "upper": bound.upper,
                          "lower": np.nan if bound.lower is None else bound.lower})
     return pd.DataFrame(rows)
 
 
-def second_layer_planes(runs: list[Run], config: ReportConfig) -> dict[str, int]:
-    """Per shipped model: layer 1's dominant plane by paper B's per-plane maximum logit (no 1/√d scale)."""
+def second_layer_ids(runs: list[Run], config: ReportConfig) -> dict[str, float]:
+    """Per shipped model: layer 1's frequency ID by paper B's definition (softmax over each plane's
+    maximum logit, no 1/√d scale), table 1's quantity."""
     out = {}
     for run in runs:
         if run.shipped is None:
             continue
-        planes = psheads.frequency_profile(run.shipped.model, _task_prompts(run, config), layers=[1], progress=False,
-                                           weighting="softmax", scale=False).planes
-        out[run.task] = dominant_plane(planes, 1)
+        heads = psheads.frequency_profile(run.shipped.model, _task_prompts(run, config), layers=[1], progress=False,
+                                          weighting="softmax", scale=False).heads
+        out[run.task] = float(heads["mean_frequency_id"].mean())
     return out
 
 
@@ -1166,44 +899,18 @@ def dominant_plane(planes: pd.DataFrame, layer: int) -> int:
     return int(rows.loc[rows["max_logit"].idxmax(), "plane"])
 
 
-def figure_5a_verdict(measured: dict[str, int], published: dict[str, int]) -> Verdict:
-    """Each model's second-layer plane within ``FREQUENCY_ID_TOLERANCE`` of the paper's: both
-    reproduces, one partly."""
-    if set(measured) != set(published):
-        return "not measured"
-    close = [abs(measured[task] - published[task]) <= FREQUENCY_ID_TOLERANCE for task in published]
-    return "reproduces" if all(close) else "partly" if any(close) else "does not reproduce"
-
-
 def _figure_5a(runs: list[Run], config: ReportConfig, section: Section) -> Claim:
     curves = figure_5a_curves()
-    section.figures.append((f"Figure 5A: Theorem 3.2's bounds for n ≤ {FIGURE_5A_N} at paper B's angles (Index θ = 0.8; "
-                            "Retrieval θ = 0.0027, |ALPH| = 8)", plotting.theorem_bounds(curves)))
-    last = curves[curves["n"] == FIGURE_5A_N].set_index("construction")
-    planes = second_layer_planes(runs, config)
-    angles = PUBLISHED["figure_5a"].value
-    published = {"number": angles["index"][1], "letter": angles["retrieval"][1]}
-    return Claim(PUBLISHED["figure_5a"],
-                 f"at n = {FIGURE_5A_N} the Index upper bound is {last.loc['index', 'upper']:.4f} and the Retrieval "
-                 f"bounds [{last.loc['retrieval', 'lower']:.4f}, {last.loc['retrieval', 'upper']:.4f}]; the trained "
-                 "models' second layer uses plane " + ", ".join(f"{planes[t]} ({t}; paper {published[t]})"
-                                                                  for t in published if t in planes),
-                 figure_5a_verdict(planes, published),
-                 "The curves are closed forms (computed, not judged). Rule: each trained model's layer-1 plane (the "
-                 f"largest per-plane maximum logit) within ±{FREQUENCY_ID_TOLERANCE} IDs of the plane whose angle "
-                 "paper B used (2 for number, 42 for letter); reproduces for both, partly for one.")
-
-
-def _within(exact: float, bound: Any) -> bool:
-    return (bound.lower is None or exact >= bound.lower - 1e-9) and exact <= bound.upper + 1e-9
-
-
-def theorem_verdict(margins: pd.DataFrame) -> Verdict:
-    """Theorem 3.2's rule over a ``length, within bounds`` table (see ``theory_section``)."""
-    if margins.empty:
-        return "not measured"
-    outside = margins[~margins["within bounds"].astype(bool)]
-    return ("reproduces" if outside.empty else "partly" if (outside["length"] == 2).all() else "does not reproduce")
+    section.figures.append((f"Figure 5A: Theorem 3.2's bounds for n ≤ {rules.FIGURE_5A_N} at paper B's angles (Index "
+                            "θ = 0.8; Retrieval θ = 0.0027, |ALPH| = 8)", plotting.theorem_bounds(curves)))
+    last = curves[curves["n"] == rules.FIGURE_5A_N].set_index("construction")
+    ids = second_layer_ids(runs, config)
+    if not ids:
+        return _not_measured("figure_5a", "no shipped model")
+    return graded("figure_5a", f"at n = {rules.FIGURE_5A_N} the Index upper bound is {last.loc['index', 'upper']:.4f} "
+                  f"and the Retrieval bounds [{last.loc['retrieval', 'lower']:.4f}, "
+                  f"{last.loc['retrieval', 'upper']:.4f}]; layer 1's frequency ID: "
+                  + ", ".join(f"{task} {value:.1f}" for task, value in ids.items()), ids)
 
 
 # ------------------------------------------------------------------------------------ paper A
@@ -1230,22 +937,16 @@ def canonical_section(runs: list[Run], config: ReportConfig) -> Section:
     def at(task: str, band: str) -> float:
         return float(acc.get((task, band), np.nan))
 
-    fast, static = at("index", "fast"), max(at("index", "slow"), at("index", "zero"))
-    section.claims.append(Claim(PUBLISHED["index_fast"], f"Index: fast planes {fast:.3f}, slow or zero only "
-                                f"{static:.3f}", "reproduces" if fast >= 0.99 and static < 0.5 else "partly"
-                                if fast >= 0.99 else "does not reproduce",
-                                "Rule: ≥ 0.99 with the fast planes and < 0.5 from slow or zero planes alone."))
-    slow, zero = at("retrieval", "slow"), at("retrieval", "zero")
-    section.claims.append(Claim(PUBLISHED["retrieval_slow"], f"Retrieval: slow {slow:.3f}, zero {zero:.3f}",
-                                "reproduces" if min(slow, zero) >= 0.99 else "partly" if max(slow, zero) >= 0.99
-                                else "does not reproduce", "Rule: ≥ 0.99 from the slow band and from plane 0 alone."))
-    both = max(at("partial-induction", "fast+zero"), at("partial-induction", "middle+zero"))
-    alone = max(at("partial-induction", "fast"), at("partial-induction", "zero"))
-    section.claims.append(Claim(PUBLISHED["induction_both"], f"partial induction: rotating + static {both:.3f}, "
-                                f"best single kind {alone:.3f}", "reproduces" if both >= 0.99 and alone < 0.6 else
-                                "partly" if both >= 0.99 and alone < 0.99 else "does not reproduce",
-                                "Rule: ≥ 0.99 with rotating and static planes together; reproduces when either kind "
-                                "alone stays < 0.6, partly when it stays < 0.99."))
+    index = {band: at("index", band) for band in ("fast", "slow", "zero")}
+    section.claims.append(graded("index_fast", f"Index: fast planes {index['fast']:.3f}, slow {index['slow']:.3f}, "
+                                 f"zero {index['zero']:.3f}", index))
+    retrieval = {band: at("retrieval", band) for band in ("slow", "zero")}
+    section.claims.append(graded("retrieval_slow", f"Retrieval: slow {retrieval['slow']:.3f}, zero "
+                                 f"{retrieval['zero']:.3f}", retrieval))
+    induction = {"both": max(at("partial-induction", "fast+zero"), at("partial-induction", "middle+zero")),
+                 "alone": max(at("partial-induction", "fast"), at("partial-induction", "zero"))}
+    section.claims.append(graded("induction_both", f"partial induction: rotating + static {induction['both']:.3f}, "
+                                 f"best single kind {induction['alone']:.3f}", induction))
     causal = _stored(config.data_folder, "causal_tests.csv", section)
     if causal is not None:
         section.figures.append(("psheads' own causal test on the shipped models (no published counterpart): "
@@ -1259,7 +960,7 @@ def llm_section(runs: list[Run], config: ReportConfig) -> Section:
                       "scripts/llm_tasks.py), and paper A's analysis on Gemma 3 270M (the analysis example: swap "
                       "score, natural-text prompts). Different and much smaller models than the papers', so "
                       "agreement in direction is what can be asked.")
-    section.claims.append(_llm_table_3(config))
+    section.claims += _llm_task_claims(config)
     summary = _stored(config.data_folder, "gemma_summary.csv", section)
     correlation = _stored(config.data_folder, "gemma_correlation.csv", section)
     scores = _stored(config.data_folder, "gemma_scores.csv", section)
@@ -1267,27 +968,20 @@ def llm_section(runs: list[Run], config: ReportConfig) -> Section:
         section.claims += [_not_measured("llm_early_late", "stored Gemma tables missing"),
                            _not_measured("llm_correlation", "stored Gemma tables missing")]
         return section
+    other_model = "psheads measures Gemma 3 270M (base) where paper A measures gemma-2-2b-it"
     rows = summary[(summary["comparison"] == "early vs late") & (summary["prompts"] == "natural")
                    & (summary["method"] == "swap") & (summary["score"] == "positional")].set_index("group")
     early, late = float(rows.loc["early", "median"]), float(rows.loc["late", "median"])
     low, high = float(rows.loc["late - early", "median_ci_low"]), float(rows.loc["late - early", "median_ci_high"])
-    paper_early, paper_late = PUBLISHED["llm_early_late"].value
-    verdict: Verdict = "inconclusive" if low <= 0 <= high else "partly" if high < 0 else "does not reproduce"
-    section.claims.append(Claim(PUBLISHED["llm_early_late"],
-                                f"median s_POS {early:.3f} (layers {rows.loc['early', 'layers']}) vs {late:.3f} "
-                                f"(layers {rows.loc['late', 'layers']}), late − early 95% CI [{low:.3f}, {high:.3f}]; "
-                                f"paper: {paper_early} vs {paper_late}", verdict,
-                                "Rule: a late − early interval below 0 is the paper's direction (partly: a different "
-                                "model, the size of the gap is not expected to carry over); above 0 does not reproduce; "
-                                "an interval containing 0 is inconclusive."))
+    section.claims.append(graded("llm_early_late", f"median s_POS {early:.3f} (layers {rows.loc['early', 'layers']}) vs "
+                                 f"{late:.3f} (layers {rows.loc['late', 'layers']}), late − early 95% CI [{low:.3f}, "
+                                 f"{high:.3f}]", (low, high), comparable=other_model))
     r = correlation[(correlation["prompts"] == "natural") & (correlation["method"] == "swap")
                     & (correlation["layer_kind"] == "all")].iloc[0]
-    paper_r = PUBLISHED["llm_correlation"].value
-    section.claims.append(Claim(PUBLISHED["llm_correlation"],
-                                f"r = {r['r']:.3f} over {int(r['n'])} heads (95% CI {r['ci_low']:.3f} to "
-                                f"{r['ci_high']:.3f}); paper: {paper_r}",
-                                "reproduces" if r["ci_high"] < -0.5 else "partly" if r["r"] < 0 else
-                                "does not reproduce", "Rule: strongly negative (95% CI below −0.5)."))
+    section.claims.append(graded("llm_correlation", f"r = {r['r']:.3f} over {int(r['n'])} heads (95% CI "
+                                 f"{r['ci_low']:.3f} to {r['ci_high']:.3f})",
+                                 {"r": float(r["r"]), "ci_high": float(r["ci_high"]), "n": int(r["n"])},
+                                 comparable=other_model))
     if scores is not None:
         natural = scores[(scores["prompts"] == "natural") & (scores["method"] == "swap")] \
             if {"prompts", "method"} <= set(scores.columns) else scores
@@ -1300,48 +994,34 @@ def llm_section(runs: list[Run], config: ReportConfig) -> Section:
 LLM_TASK_TABLES = {"gemma-3-270m": "gemma_llm_tasks.csv", "smollm2-135m": "smollm2_llm_tasks.csv",
                    "qwen2.5-coder-0.5b": "qwen2.5_llm_tasks.csv"}
 """The stored LLM-task tables of the zoo LLMs (``scripts/llm_tasks.py``)."""
-LLM_WINDOW = 100
-"""The window table 3's pattern is read at: GPT 5.4's number task has collapsed there (0.08), its letter
-task holds (0.85)."""
+def _llm_task_claims(config: ReportConfig) -> list[Claim]:
+    """Table 3's pattern and §3.7's thresholds on the zoo LLMs' stored task tables."""
+    tables = {model: pd.read_csv(config.data_folder / name) for model, name in LLM_TASK_TABLES.items()
+              if (config.data_folder / name).is_file()}
+    if not tables:
+        return [_not_measured(key, "no stored LLM-task table") for key in ("llm_table_3", "llm_thresholds")]
+
+    def cell(table: pd.DataFrame, task: str, window: int) -> str:
+        row = table[(table["task"] == task) & (table["window"] == window)]
+        return "—" if row.empty else f"{float(row['accuracy'].iloc[0]):.2f}"
+
+    measured = "; ".join(f"{model}: number {cell(t, 'llm-number', 12)} / {cell(t, 'llm-number', 32)} / "
+                         f"{cell(t, 'llm-number', 100)}, letter {cell(t, 'llm-letter', 12)} / "
+                         f"{cell(t, 'llm-letter', 32)} / {cell(t, 'llm-letter', 100)} at 12 / 32 / 100 items"
+                         for model, t in tables.items())
+    return [graded("llm_table_3", measured, tables), graded("llm_thresholds", measured, tables)]
 
 
-def llm_pattern_verdict(table: pd.DataFrame) -> tuple[Verdict, str]:
-    """Table 3's pattern in one model's ``task, window, accuracy, ci_low, ci_high`` table, at ``LLM_WINDOW``:
-    the letter task's interval above the number task's (partly), and the letter task holding, i.e. at
-    least 75% of its accuracy at 12 items (reproduces)."""
-    cells = table.set_index(["task", "window"])
-    need = [("llm-letter", 12), ("llm-letter", LLM_WINDOW), ("llm-number", LLM_WINDOW)]
-    if any(key not in cells.index for key in need):
-        return "not measured", f"no letter and number cells at {LLM_WINDOW} items"
-    letter, number = cells.loc[("llm-letter", LLM_WINDOW)], cells.loc[("llm-number", LLM_WINDOW)]
-    start = float(cells.loc[("llm-letter", 12), "accuracy"])
-    above = float(letter["ci_low"]) > float(number["ci_high"])
-    holds = float(letter["accuracy"]) >= 0.75 * start
-    verdict: Verdict = "reproduces" if above and holds else "partly" if above else "does not reproduce"
-    return verdict, (f"letter {start:.2f} at 12 items → {float(letter['accuracy']):.2f} at {LLM_WINDOW}, number "
-                     f"{float(number['accuracy']):.2f} at {LLM_WINDOW}")
-
-
-def _llm_table_3(config: ReportConfig) -> Claim:
-    results = []
-    for model, name in LLM_TASK_TABLES.items():
-        path = config.data_folder / name
-        if path.is_file():
-            results.append((model, *llm_pattern_verdict(pd.read_csv(path))))
-    if not results:
-        return _not_measured("llm_table_3", "no stored LLM-task table")
-    verdicts = [verdict for _, verdict, _ in results]
-    overall: Verdict = ("reproduces" if all(v == "reproduces" for v in verdicts) else "partly"
-                        if "reproduces" in verdicts else _worst(verdicts))
-    return Claim(PUBLISHED["llm_table_3"], "; ".join(f"{model}: {text} ({verdict})" for model, verdict, text in results),
-                 overall, f"Rule, per zoo LLM at {LLM_WINDOW} items: the letter task's 95% interval above the number "
-                 "task's and the letter task at ≥ 75% of its 12-item accuracy reproduces; the interval above alone is "
-                 "partly. Over the models: reproduces when all do, partly when at least one does.")
+def not_tested_section(runs: list[Run], config: ReportConfig) -> Section:
+    section = Section("not-tested", "Claims not tested",
+                      "Claims of paper B that no rule grades yet, each with the reason.")
+    section.claims += [Claim(published, "—", "not tested", why) for published, why in NOT_TESTED.values()]
+    return section
 
 
 SECTIONS: tuple[Callable[[list[Run], ReportConfig], Section], ...] = (
     learning_section, frequency_section, length_section, recipe_section, theory_section, canonical_section, llm_section,
-    seeds_section,
+    seeds_section, prediction_section, not_tested_section,
 )
 """The report's sections, in order: each builds one ``Section`` from the runs and the config."""
 
@@ -1414,11 +1094,12 @@ def _table(frame: pd.DataFrame) -> str:
 
 
 def _claims_html(claims: list[Claim]) -> str:
-    head = "<tr><th>source</th><th>paper's claim</th><th>psheads measured</th><th>verdict</th><th>why</th></tr>"
+    head = ("<tr><th>source</th><th>claim</th><th>psheads measured</th><th>verdict</th><th>why</th>"
+            "<th>the rule's controls</th></tr>")
     body = "".join(
-        f"<tr><td>paper {c.published.paper.key}, {html.escape(c.published.source)}</td>"
+        f"<tr><td>{html.escape(c.published.locator)}</td>"
         f"<td>{html.escape(c.published.claim)}</td><td>{html.escape(c.measured)}</td><td>{_badge(c.verdict)}</td>"
-        f"<td>{html.escape(c.reason)}</td></tr>" for c in claims)
+        f"<td>{html.escape(c.reason)}</td><td>{html.escape(c.controls)}</td></tr>" for c in claims)
     return f"<table>{head}{body}</table>"
 
 
