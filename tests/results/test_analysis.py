@@ -118,6 +118,93 @@ def test_early_late_split_choices() -> None:
         analysis.early_late(head_frame(n_layers=1))
 
 
+def layered_frame(layer_values: list[float], n_heads: int, split: int, shift: float = 0.0,
+                  noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
+    """Per-head scores: every head of layer ``i`` at ``layer_values[i]`` (+ ``shift`` from layer
+    ``split`` on, + independent head noise), s_SYM = 1 − s_POS."""
+    rng = np.random.default_rng(seed)
+    rows = [{"layer": layer, "head": head, "label": "mixed",
+             "positional": value + (shift if layer >= split else 0.0) + rng.normal(0, noise) * (noise > 0)}
+            for layer, value in enumerate(layer_values) for head in range(n_heads)]
+    frame = pd.DataFrame(rows)
+    return frame.assign(symbolic=1 - frame["positional"])
+
+
+def test_layer_bootstrap_matches_pooling_the_drawn_layers() -> None:
+    """Oracle: the weighted median equals np.median of the heads of the drawn layers, pooled."""
+    rng = np.random.default_rng(3)
+    layers = np.repeat(np.arange(7), 5)
+    values = rng.normal(size=layers.size)
+    values[[2, 9]] = np.nan
+    values[layers == 4] = np.nan  # a layer with no finite score is not a unit
+    fast = analysis.layer_bootstrap_medians(values, layers, 300, np.random.default_rng(11))
+    units = np.array([0, 1, 2, 3, 5, 6])
+    draws = np.random.default_rng(11).integers(0, units.size, size=(300, units.size))
+    pooled = [np.concatenate([values[(layers == units[d]) & np.isfinite(values)] for d in row]) for row in draws]
+    np.testing.assert_array_equal(fast, [np.median(pool) for pool in pooled])
+    one = analysis.layer_bootstrap_medians([0.1, 0.2, 0.3], [4, 4, 4], 50, np.random.default_rng(0))
+    assert np.isnan(one).all()  # one layer: no interval
+    with pytest.raises(ValueError, match="of one length"):
+        analysis.layer_bootstrap_medians([0.1, 0.2], [0], 10, np.random.default_rng(0))
+
+
+def test_identical_heads_within_a_layer_count_once() -> None:
+    """Heads of a layer all alike: 20 identical heads are one measurement, not twenty. Resampling
+    heads gives a falsely narrow interval that excludes 0; resampling layers contains 0."""
+    frame = layered_frame([0.2, 0.5, 0.8, 0.3, 0.6, 0.9], n_heads=20, split=3)
+    out = analysis.early_late(frame, split=3)
+    assert out.attrs["resample"] == "layer" and out.attrs["min_layers"] == 2
+    row = out[(out["group"] == "late - early") & (out["score"] == "positional")].iloc[0]
+    assert row["median"] == pytest.approx(0.1)  # the middle layers, 0.6 − 0.5
+    assert row["median_ci_low"] < 0 < row["median_ci_high"]
+    assert row["median_ci_high"] - row["median_ci_low"] > 0.5
+    early, late = (frame.loc[frame["layer"].isin(layers), "positional"] for layers in ([0, 1, 2], [3, 4, 5]))
+    by_head = analysis.difference_of_medians(early, late)  # the old, head-level bootstrap
+    assert by_head["verdict"] == "above 0" and by_head["ci_high"] - by_head["ci_low"] < 0.01
+    kinds = analysis.local_global(frame, [0, 1, 2])
+    row = kinds[(kinds["group"] == "global - local") & (kinds["score"] == "symbolic")].iloc[0]
+    assert row["median_ci_low"] < 0 < row["median_ci_high"]
+
+
+def test_a_consistent_layer_level_shift_keeps_its_interval() -> None:
+    """Many layers, each late layer 0.3 below the early ones (layer-to-layer and head noise)."""
+    rng = np.random.default_rng(1)
+    layer_values = list(0.7 + rng.normal(0, 0.05, 24))
+    frame = layered_frame(layer_values, n_heads=6, split=12, shift=-0.3, noise=0.05, seed=2)
+    out = analysis.early_late(frame, n_boot=1000)
+    rows = out[out["score"] == "positional"].set_index("group")
+    low, high = rows.loc["late - early", ["median_ci_low", "median_ci_high"]]
+    assert low <= rows.loc["late - early", "median"] <= high < -0.2
+    symbolic = out[(out["group"] == "late - early") & (out["score"] == "symbolic")].iloc[0]
+    assert symbolic["median_ci_low"] > 0.2
+    for group in ("early", "late"):
+        assert rows.loc[group, "median_ci_low"] <= rows.loc[group, "median"] <= rows.loc[group, "median_ci_high"]
+
+
+def test_layer_bootstrap_is_seeded() -> None:
+    layer_values = list(np.random.default_rng(4).uniform(0, 1, 16))
+    frame = layered_frame(layer_values, n_heads=3, split=8, noise=0.1)
+    first, again = analysis.early_late(frame, n_boot=200, seed=5), analysis.early_late(frame, n_boot=200, seed=5)
+    pd.testing.assert_frame_equal(first, again)
+    other = analysis.early_late(frame, n_boot=200, seed=6)
+    intervals = ["median_ci_low", "median_ci_high"]
+    assert not np.allclose(first[intervals], other[intervals])
+    pd.testing.assert_frame_equal(first.drop(columns=intervals), other.drop(columns=intervals))  # estimates fixed
+    by_model = analysis.early_late(pd.concat([frame.assign(model="a"), frame.iloc[:18].assign(model="b")]),
+                                   by="model", n_boot=200, seed=5)
+    assert by_model.attrs["resample"] == "layer" and by_model.attrs["split"] == {("a",): 8, ("b",): 3}
+
+
+def test_a_group_of_one_layer_has_no_interval() -> None:
+    frame = head_frame(n_layers=5)
+    out = analysis.early_late(frame, split=4, n_boot=100)  # 0–3 against layer 4 alone
+    rows = out[out["score"] == "positional"].set_index("group")
+    assert rows.loc["late", "n_layers"] == 1 and math.isfinite(rows.loc["late", "median"])
+    assert rows.loc[["late", "late - early"], ["median_ci_low", "median_ci_high"]].isna().all().all()
+    assert rows.loc["early", ["median_ci_low", "median_ci_high"]].notna().all()
+    assert math.isfinite(rows.loc["late - early", "median"])  # the estimate stays; only its interval is missing
+
+
 def test_layer_kinds_and_local_global() -> None:
     class Geo:
         def __init__(self, layer: int, window: int | None) -> None:

@@ -7,7 +7,8 @@ can be concatenated with a column telling them apart and summarised together thr
 
 - ``layer_summary``: median and quantiles over the heads of each layer.
 - ``early_late`` and ``local_global``: two groups of layers compared, with bootstrap confidence
-  intervals for each group's median and for the difference of the medians.
+  intervals for each group's median and for the difference of the medians (whole layers
+  resampled: ``layer_bootstrap_medians``).
 - ``correlation``: Pearson r (Fisher or bootstrap interval) and Spearman ρ across heads.
 - ``frequency_summary`` and ``band_summary``: per-plane scores of a ``by_frequency`` frame, per
   frequency ID and per frequency band.
@@ -54,6 +55,8 @@ SCORE_COLUMNS = ("positional", "symbolic")
 """The score columns summarised by default."""
 
 LOCAL, GLOBAL = "local", "global"
+MIN_LAYERS = 2
+"""Layers a group needs for a layer-bootstrap interval (with one, every resample is that layer)."""
 UNROTATED = "unrotated"
 """Band of plane 0 (the unrotated dims, θ = 0)."""
 
@@ -160,6 +163,48 @@ def _bootstrap_medians(values: np.ndarray, n_boot: int, rng: np.random.Generator
     return np.median(values[index], axis=1)
 
 
+def layer_bootstrap_medians(values: Any, layers: Any, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """Medians of a cluster bootstrap over layers: ``n_boot`` resamples, each one drawing as many
+    layers as there are, with replacement, and taking the median of every head of the drawn layers
+    pooled (a layer drawn twice counts twice).
+
+    Heads of one layer share their inputs and are not independent; resampling whole layers keeps
+    that dependence, where resampling heads would treat a layer of identical heads as many
+    independent measurements.
+
+    Args:
+        values: one score per head (non-finite values are left out; a layer with none left is not
+            a unit).
+        layers: each value's layer, the same length as ``values``.
+        n_boot: resamples.
+        rng: the generator the layers are drawn from.
+
+    Returns:
+        ``Float[ndarray, "n_boot"]``, the medians; all NaN with fewer than ``MIN_LAYERS`` layers,
+        where resampling layers cannot tell how much the median would move.
+    """
+    values, layers = np.asarray(values, dtype=float), np.asarray(layers)
+    if values.shape != layers.shape or values.ndim != 1:
+        raise ValueError(f"values and layers must be 1-d and of one length, got shapes {values.shape} and "
+                         f"{layers.shape}.")
+    finite = np.isfinite(values)
+    values, layers = values[finite], layers[finite]
+    order = np.argsort(values, kind="stable")
+    values, layers = values[order], layers[order]
+    units, member = np.unique(layers, return_inverse=True)
+    k = units.size
+    if k < MIN_LAYERS:
+        return np.full(n_boot, math.nan)
+    draws = rng.integers(0, k, size=(n_boot, k))
+    counts = np.bincount((draws + k * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * k).reshape(n_boot, k)
+    # each resample as weights on the sorted heads: the pooled median without building the pool
+    cumulative = counts[:, member].cumsum(axis=1)
+    total = cumulative[:, -1:]
+    low = (cumulative <= (total - 1) // 2).sum(axis=1)
+    high = (cumulative <= total // 2).sum(axis=1)
+    return (values[low] + values[high]) / 2
+
+
 def _interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
     samples = samples[np.isfinite(samples)]
     if samples.size == 0:
@@ -254,7 +299,7 @@ def _compare(frame: pd.DataFrame, group_of: Mapping[int, str], order: tuple[str,
             for group in order:
                 members = part[part["_group"] == group]
                 values = _finite(members[column])
-                boot = _bootstrap_medians(values, n_boot, rng)
+                boot = layer_bootstrap_medians(members[column], members["layer"], n_boot, rng)
                 medians[group] = (values, boot)
                 low, high = _interval(boot, confidence)
                 layers = sorted(int(layer) for layer in members["layer"].unique())
@@ -268,7 +313,8 @@ def _compare(frame: pd.DataFrame, group_of: Mapping[int, str], order: tuple[str,
                          lo_name: math.nan, hi_name: math.nan, "min": math.nan, "max": math.nan,
                          "median_ci_low": low, "median_ci_high": high})
     out = pd.DataFrame(rows)
-    out.attrs.update({"quantiles": q, "confidence": confidence, "n_boot": n_boot, "seed": seed})
+    out.attrs.update({"quantiles": q, "confidence": confidence, "n_boot": n_boot, "seed": seed,
+                      "resample": "layer", "min_layers": MIN_LAYERS})
     return out
 
 
@@ -293,11 +339,17 @@ def early_late(scores: pd.DataFrame, split: int | None = None, *, columns: Seque
 
     Returns:
         One row per ([by,] group, score) for ``early`` and ``late``: ``layers`` (as text),
-        ``n_layers``, ``n`` (heads with a finite score), ``mean``, ``median``, the two quantiles,
-        ``min``, ``max`` and a percentile-bootstrap interval of the median over heads
-        (``median_ci_low``, ``median_ci_high``); then a row ``group = "late - early"`` whose
-        ``median`` is the difference of the two medians, with its bootstrap interval (heads
-        resampled within each group).
+        ``n_layers``, ``n`` (heads with a finite score), ``mean``, ``median`` (over the group's
+        heads), the two quantiles, ``min``, ``max`` and a percentile-bootstrap interval of the
+        median (``median_ci_low``, ``median_ci_high``); then a row ``group = "late - early"`` whose
+        ``median`` is the difference of the two medians, with its bootstrap interval.
+
+        The bootstrap resamples whole layers (``layer_bootstrap_medians``; ``attrs["resample"]``
+        is ``"layer"``): heads of one layer are not independent, and resampling heads would give
+        intervals too narrow. The difference's resamples draw each group's layers
+        independently. A group with fewer than ``MIN_LAYERS`` (2) layers has no interval (NaN), nor
+        has the difference; with few layers (under about 5 a group) the interval is coarse, as
+        there are few distinct resamples. Split so that each group has several layers.
     """
     columns, by = column_names(columns, "columns"), column_names(by, "by")
     q = _quantiles(quantiles)
@@ -310,6 +362,7 @@ def early_late(scores: pd.DataFrame, split: int | None = None, *, columns: Seque
                             columns=columns, quantiles=quantiles, by=by, confidence=confidence, n_boot=n_boot,
                             seed=seed) for key, part in frame.groupby(list(by), sort=True)]
         out = pd.concat(parts, ignore_index=True)
+        out.attrs.update({name: value for name, value in parts[0].attrs.items() if name != "split"})
         splits = {tuple(part[list(by)].iloc[0]): part.attrs["split"] for part in parts}
         out.attrs["split"] = next(iter(splits.values())) if len(set(splits.values())) == 1 else splits
         return out
@@ -404,10 +457,12 @@ def local_global(scores: pd.DataFrame, local: Any, *, columns: Sequence[str] = S
 
     Returns:
         One row per ([by,] group, score) for ``local`` and ``global``: ``layers`` (as text),
-        ``n_layers``, ``n`` (heads with a finite score), ``mean``, ``median``, the two quantiles,
-        ``min``, ``max`` and a percentile-bootstrap interval of the median over heads
-        (``median_ci_low``, ``median_ci_high``); then a row ``group = "global - local"`` whose
-        ``median`` is the difference of the two medians, with its bootstrap interval.
+        ``n_layers``, ``n`` (heads with a finite score), ``mean``, ``median`` (over the group's
+        heads), the two quantiles, ``min``, ``max`` and a percentile-bootstrap interval of the
+        median (``median_ci_low``, ``median_ci_high``); then a row ``group = "global - local"``
+        whose ``median`` is the difference of the two medians, with its bootstrap interval. As in
+        ``early_late``, the bootstrap resamples whole layers (``attrs["resample"] == "layer"``),
+        and a kind with a single layer has no interval (NaN).
     """
     columns, by = column_names(columns, "columns"), column_names(by, "by")
     q = _quantiles(quantiles)
@@ -746,7 +801,10 @@ def difference_of_medians(first: Any, second: Any, *, confidence: float = 0.95, 
                           seed: int = 0, minimum: int = 3) -> dict[str, Any]:
     """``median(second) − median(first)`` with a percentile-bootstrap interval, and a verdict:
     ``"above 0"`` or ``"below 0"`` when the interval excludes 0, ``"inconclusive"`` when it
-    contains it, ``"not measured"`` with fewer than ``minimum`` finite values on a side."""
+    contains it, ``"not measured"`` with fewer than ``minimum`` finite values on a side.
+
+    The values are resampled one by one, as independent draws; to compare groups of layers, whose
+    heads are not independent, use ``early_late`` or ``local_global`` (whole layers resampled)."""
     confidence, n_boot = _confidence(confidence), validation.integer(n_boot, "n_boot", minimum=1)
     rng = np.random.default_rng(validation.seed(seed))
     a, b = _finite(first), _finite(second)
