@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -214,6 +214,11 @@ def tokens_arg(value: Any, *, ragged: bool) -> tuple[str, Any]:
     equal length unless ``ragged``); every id lies in ``[0, VOCAB)`` and is an int, never a bool
     or a float. A numpy array of ids is not documented: unsure.
     """
+    if isinstance(value, Mapping):  # a tokenizer's output: the rows its mask keeps, for calls that take prompts
+        if not ragged:
+            return REFUSE, None
+        ids, mask = (torch.as_tensor(value[key]).tolist() for key in ("input_ids", "attention_mask"))
+        return ACCEPT, [[v for v, keep in zip(row, kept) if keep] for row, kept in zip(ids, mask)]
     if isinstance(value, torch.Tensor):
         if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
             return REFUSE, None
@@ -952,6 +957,19 @@ PROFILE_OPTIONS = {name: SCORE_OPTIONS[name] for name in
                    ("batch_size", "layers", "query", "swappable", "exclude_bos", "prepend_bos", "progress")}
 
 
+def padded_encoding(rows: list[list[int]], *, left: bool, lists: bool) -> Any:
+    """``rows`` as a tokenizer pads them (``BatchEncoding``: ``input_ids`` and ``attention_mask``)."""
+    from transformers import BatchEncoding
+
+    width = max(len(row) for row in rows)
+    pads = [[0] * (width - len(row)) for row in rows]
+    ids = [pad + row if left else row + pad for row, pad in zip(rows, pads)]
+    mask = [[0] * len(pad) + [1] * len(row) if left else [1] * len(row) + [0] * len(pad) for row, pad in zip(rows, pads)]
+    if not lists:
+        ids, mask = torch.tensor(ids), torch.tensor(mask)
+    return BatchEncoding({"input_ids": ids, "attention_mask": mask})
+
+
 @st.composite
 def token_inputs(draw: Any, ragged: bool = False, min_length: int = 2) -> Any:
     """Token ids in every form: tensors of every dtype, lists (ragged or not), numpy arrays, and
@@ -961,7 +979,10 @@ def token_inputs(draw: Any, ragged: bool = False, min_length: int = 2) -> Any:
     rows = [draw(st.lists(st.integers(1, VOCAB - 1), min_size=length, max_size=length)) for _ in range(n)]
     if ragged and draw(st.booleans()):
         rows = [row[: draw(st.integers(min_length, length))] for row in rows]
-    form = draw(st.sampled_from(["list", "tuple", "tensor", "tensor", "numpy", "one list", "one tensor", "odd"]))
+    form = draw(st.sampled_from(["list", "tuple", "tensor", "tensor", "numpy", "one list", "one tensor", "odd",
+                                 "padded"]))
+    if form == "padded":  # a tokenizer's output: padded with id 0 on one side, its mask saying where
+        return padded_encoding(rows, left=draw(st.booleans()), lists=draw(st.booleans()))
     odd = draw(st.sampled_from([None, None, None, -1, VOCAB, 1000, 2**63, 2.5, 3.0, True, "t1", np.int64(3),
                                 torch.tensor(3), np.float64(2.0), [1]]))
     if odd is not None and form in ("list", "tuple", "one list"):

@@ -1,9 +1,10 @@
 """A job ``tests/interface/test_distributed.py`` launches with ``torchrun``: every prompt-set
 front-end on the shipped number model, each rank's frames pickled to ``OUT/rank<r>.pkl``.
 
-``python -m torch.distributed.run --nproc-per-node N tests/interface/distributed_job.py OUT [--init] [--fail]``:
-``--init`` initialises the process group before psheads sees it (the caller's own group);
-``--fail`` makes rank 1's share of an ``ordered_map`` raise, to show that every rank stops.
+``python -m torch.distributed.run --nproc-per-node N tests/interface/distributed_job.py OUT [--init] [--fail]
+[--disagree]``: ``--init`` initialises the process group before psheads sees it (the caller's own group);
+``--fail`` makes rank 1's share of an ``ordered_map`` raise, to show that every rank stops; ``--disagree``
+makes the ranks pass different work (``disagreements``) and pickles what each call raised, not frames.
 """
 
 from __future__ import annotations
@@ -43,6 +44,32 @@ def frames() -> dict[str, pd.DataFrame]:
     }
 
 
+def disagreements(rank: int) -> dict[str, str]:
+    """What each call in which this rank's work differs from rank 0's raised (``type: message``), by
+    what differs: the prompts (each rank its own seed, the usual DDP habit), their count, the batch
+    size, and the count of an ``evaluate``."""
+    import psheads as ps
+
+    model = ps.zoo.load_pretrained("number").model
+    task = ps.tasks.get_task("number")
+    calls = {
+        "prompts": lambda: ps.score_heads(model, task.generate(24, seed=rank).tokens, batch_size=8, progress=False),
+        "count": lambda: ps.score_heads(model, task.generate(24 - 8 * rank, seed=0).tokens, batch_size=8,
+                                        progress=False),
+        "batch_size": lambda: ps.frequency_profile(model, task.generate(24, seed=0).tokens, batch_size=8 - 2 * rank,
+                                                   progress=False),
+        "evaluate": lambda: ps.evaluate(model, "number", n=24 - 8 * rank, batch_size=8, progress=False),
+    }
+    raised = {}
+    for name, call in calls.items():
+        try:
+            call()
+            raised[name] = "no error"
+        except Exception as error:
+            raised[name] = f"{type(error).__name__}: {error}"
+    return raised
+
+
 def refuse_training(out: Path) -> str:
     """The error ``train`` raises when every rank calls it."""
     import psheads as ps
@@ -65,12 +92,18 @@ def fail() -> None:
     list(ordered_map(work, range(4)))
 
 
-def main(out: Path, init: bool, failing: bool) -> None:
+def main(out: Path, init: bool, failing: bool, disagreeing: bool) -> None:
     torch.set_num_threads(1)
     if init:
         dist.init_process_group("gloo")
     if failing:
         fail()
+    if disagreeing:
+        from psheads.interface.distributed import world
+
+        rank = world().rank
+        (out / f"rank{rank}.pkl").write_bytes(pickle.dumps(disagreements(rank)))
+        return
     result = frames()
     rank = dist.get_rank() if dist.is_initialized() else 0
     (out / f"rank{rank}.pkl").write_bytes(pickle.dumps({"frames": result, "world": dist.get_world_size(),
@@ -78,4 +111,4 @@ def main(out: Path, init: bool, failing: bool) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), "--init" in sys.argv, "--fail" in sys.argv)
+    main(Path(sys.argv[1]), "--init" in sys.argv, "--fail" in sys.argv, "--disagree" in sys.argv)

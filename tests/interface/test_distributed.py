@@ -1,5 +1,6 @@
 """Data parallelism: every prompt-set front-end under ``torchrun`` on 2 and 3 CPU processes (gloo)
-gives, on every rank, the frame of one process, bit for bit; a failing rank stops every rank."""
+gives, on every rank, the frame of one process, bit for bit; a failing rank stops every rank, and so
+do ranks that pass different work."""
 
 from __future__ import annotations
 
@@ -61,12 +62,47 @@ def test_a_failing_rank_stops_every_rank(tmp_path: Path) -> None:
     assert "rank 1 failed, so every rank stops" in done.stderr  # rank 0's message names rank 1
 
 
+def test_ranks_that_pass_different_work_all_stop_with_one_message(tmp_path: Path) -> None:
+    done = launch(tmp_path, 2, "--disagree")
+    assert done.returncode == 0, done.stderr[-3000:]
+    raised = [pickle.loads((tmp_path / f"rank{rank}.pkl").read_bytes()) for rank in range(2)]
+    assert raised[0] == raised[1]  # the same error on every rank, before any work: the ranks stay in step
+    differences = {"prompts": "in ids.", "count": "in count (24 vs 16), shapes", "batch_size": "in batch_size (8 vs 6)",
+                   "evaluate": "in items (range(0, 24, 8) vs range(0, 16, 8))."}
+    for name, difference in differences.items():
+        message = raised[0][name]
+        assert message.startswith("ValueError: every rank must pass the same prompts"), message
+        assert "psheads shards them over the ranks itself" in message
+        assert f"rank 1 differs from rank 0 {difference}" in message, message
+
+
 def test_one_process_is_alone() -> None:
     assert distributed.world() == distributed.World(0, 1)
     assert distributed.is_main()
     seen = []
-    assert list(distributed.ordered_map(lambda item: seen.append(item) or item * 2, range(5))) == [0, 2, 4, 6, 8]
+
+    def agree() -> dict:
+        raise AssertionError("one process fingerprints nothing")
+
+    assert list(distributed.ordered_map(lambda item: seen.append(item) or item * 2, range(5), agree=agree)) \
+        == [0, 2, 4, 6, 8]
     assert seen == list(range(5))
+
+
+def test_a_fingerprint_sees_the_count_the_shapes_the_ids_and_the_settings() -> None:
+    tokens = torch.arange(24).reshape(4, 6)
+    ragged = [tokens[0], tokens[1, :5], tokens[2, :4]]
+    base, uneven = distributed.fingerprint(tokens, batch_size=2), distributed.fingerprint(ragged, batch_size=2)
+    assert distributed.fingerprint(tokens.clone().int(), batch_size=2) == base  # ids, whatever their dtype
+    assert distributed.fingerprint([row.clone() for row in ragged], batch_size=2) == uneven
+    changed = {("ids",): distributed.fingerprint(tokens.flip(0), batch_size=2),
+               ("batch_size",): distributed.fingerprint(tokens, batch_size=3),
+               ("count", "shapes", "ids"): distributed.fingerprint(tokens[:3], batch_size=2),
+               ("shapes", "ids"): distributed.fingerprint([ragged[0], ragged[2], ragged[1]], batch_size=2)}
+    for names, other in changed.items():
+        reference = uneven if names == ("shapes", "ids") else base
+        assert tuple(name for name in reference if reference[name] != other[name]) == names
+    assert distributed.fingerprint(tokens, keys=list(range(100)))["keys"] != list(range(100))  # long: hashed
 
 
 def test_alone_hides_the_job(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -81,3 +81,72 @@ def test_bytes_are_refused_not_read_as_token_ids(model_factory) -> None:
     for prompts in ([b"t1 t2 t3"], [bytearray(b"t1 t2 t3")], b"t1 t2 t3"):
         with pytest.raises(TypeError, match="bytes.*decode"):
             psheads.score_heads(model, prompts)
+
+
+def _texts() -> list[str]:
+    return ["t5 t9 t3 t7 t2 t8 t4", "t6 t1 t9 t4", "t3 t3 t8 t2 t9 t1"]
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("tensors", [True, False], ids=["tensors", "lists"])
+def test_a_tokenizer_s_padded_output_scores_each_prompt_as_if_alone(model_factory, side: str, tensors: bool) -> None:
+    """What users pass: tokenizer(texts, padding=True). Each prompt must score as it does alone,
+    whether the batch is padded on the right or the left, as tensors or as lists."""
+    model = model_factory("llama")
+    tokenizer = model.tokenizer
+    tokenizer.padding_side = side
+    try:
+        encoding = tokenizer(_texts(), padding=True, return_tensors="pt" if tensors else None)
+    finally:
+        tokenizer.padding_side = "right"
+    alone = [torch.tensor(tokenizer(text)["input_ids"]) for text in _texts()]
+    expected = psheads.score_heads(model, alone, progress=False)
+    for prompts in (encoding, dict(encoding)):
+        frame = psheads.score_heads(model, prompts, progress=False)
+        for column in ("positional", "symbolic", "entropy"):
+            assert frame[column].to_numpy() == pytest.approx(expected[column].to_numpy(), abs=1e-6)
+    profile = psheads.frequency_profile(model, encoding, progress=False).heads
+    reference = psheads.frequency_profile(model, alone, progress=False).heads
+    assert profile["mean_frequency_id"].to_numpy() == pytest.approx(reference["mean_frequency_id"].to_numpy(),
+                                                                     abs=1e-6)
+
+
+def test_a_padded_batch_without_its_mask_warns(model_factory) -> None:
+    """The silent 0.69: a right-padded id tensor scored with the pad token as the query."""
+    model = model_factory("llama")
+    tokenizer = model.tokenizer
+    encoding = tokenizer(_texts(), padding=True, return_tensors="pt")
+    with pytest.warns(UserWarning, match=r"Prompts \[1, 2\] begin or end with the tokenizer's pad token .*attention"):
+        psheads.score_heads(model, encoding["input_ids"], progress=False)
+    with pytest.warns(UserWarning, match="pad token"):
+        psheads.score_heads(model, encoding["input_ids"].tolist(), progress=False)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        psheads.score_heads(model, encoding, progress=False)  # the mask says what is padding
+        psheads.score_heads(model, torch.tensor([[5, 9, 3, 7]]), progress=False)
+
+
+def test_masks_and_odd_prompt_containers_get_one_clear_line(model_factory) -> None:
+    model = model_factory("llama")
+    ids = torch.tensor([[5, 9, 3, 7, 2]])
+    with pytest.raises(ValueError, match="hides tokens between kept ones"):
+        psheads.score_heads(model, {"input_ids": ids, "attention_mask": torch.tensor([[1, 1, 0, 1, 1]])})
+    with pytest.raises(ValueError, match="keeps no token"):
+        psheads.score_heads(model, {"input_ids": ids, "attention_mask": torch.zeros(1, 5, dtype=torch.long)})
+    with pytest.raises(ValueError, match="does not match"):
+        psheads.score_heads(model, {"input_ids": ids, "attention_mask": torch.ones(1, 4, dtype=torch.long)})
+    with pytest.raises(TypeError, match="without 'input_ids'"):
+        psheads.score_heads(model, {"ids": ids})
+    with pytest.raises(ValueError, match="meta device"):
+        psheads.score_heads(model, torch.zeros(2, 5, dtype=torch.long, device="meta"))
+    with pytest.raises(TypeError, match="RopeLens methods take one LongTensor"):
+        psheads.RopeLens(model).frequency_logits(model.tokenizer(_texts()[:1], return_tensors="pt"), 0)
+    import numpy as np
+
+    texts = np.array(_texts(), dtype=object)  # df["text"].values
+    strings = psheads.score_heads(model, texts, progress=False)
+    assert strings["positional"].to_numpy() == pytest.approx(
+        psheads.score_heads(model, list(texts), progress=False)["positional"].to_numpy())
+    assert psheads.score_heads(model, np.array(_texts()), progress=False)["n_prompts"].eq(3).all()

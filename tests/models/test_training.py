@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -623,3 +624,17 @@ def test_the_paper_b_script_trains_measures_and_skips_what_is_done(tmp_path, mon
     assert script["fine_lengths"](pd.DataFrame({"hops": "all", "length": [17, 65], "accuracy": [1.0, 0.95]})) == []
     with pytest.raises(SystemExit):
         script["main"](["--only", "psheads-sampling:number:0"])
+
+
+def test_a_diverged_run_stops_at_the_first_non_finite_loss(tmp_path: Path) -> None:
+    """lr = 1e30: the weights overflow float32 within a few steps and the loss turns NaN. The run must
+    stop there, naming the step, instead of saving non-finite weights that a self-check later blames
+    on the architecture; the checkpoints before it stay (huge but finite weights pass the self-check:
+    the per-plane logits still rebuild them)."""
+    config = training.TrainConfig(steps=40, batch_size=8, warmup_steps=0, lr=1e30, max_grad_norm=None,
+                                  checkpoint_every=1, eval_prompts=8, dynamics_prompts=4, model=TINY)
+    with pytest.raises(FloatingPointError, match=r"Training diverged: the (loss|model's output) is not finite") as caught:
+        training.train(NumberTask(), config, tmp_path / "run", progress=False)
+    step = int(re.search(r"step (\d+)", str(caught.value)).group(1))
+    kept = sorted(path.name for path in (tmp_path / "run").glob(f"{checkpoints.CHECKPOINT_PREFIX}*"))
+    assert len(kept) == step - 1  # every checkpoint before the step, none after

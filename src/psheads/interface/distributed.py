@@ -11,6 +11,12 @@ bit-for-bit the one-process frame for any ``N`` (given that each item itself is 
 same way: a batch of prompts stays one batch). The engine gathers per-batch fp64 sums, not
 per-prompt values, so the traffic per round is a few KB per layer.
 
+psheads shards the work itself, so every rank must pass all of it: the same prompts, in the same
+order, with the same batch size. Before any work the ranks compare a cheap ``fingerprint`` of it
+(the number of prompts, their shapes, a hash of their token ids, the settings that cut batches),
+and if any rank differs, every rank raises the same ``ValueError`` naming what differs. In one
+process nothing is compared, or computed.
+
 Under ``torchrun`` with no process group yet, the first call initialises one from the launcher's
 environment (``nccl`` where CUDA is available, else ``gloo``); results travel on a gloo group
 either way. A Python error on one rank reaches every rank in the same round, so no rank waits
@@ -24,16 +30,19 @@ from __future__ import annotations
 import atexit
 import contextlib
 import contextvars
+import functools
+import hashlib
 import itertools
 import os
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
+from torch import Tensor
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -134,23 +143,74 @@ class _Failure:
     error: str
 
 
-def ordered_map(function: Callable[[T], R], items: Iterable[T], *, bar: Any = None) -> Iterator[R]:
+@dataclass(frozen=True)
+class _Digest:
+    """A long value in a fingerprint: its length and a hash (messages name it without showing it)."""
+
+    length: int
+    hash: str
+
+
+def fingerprint(ids: Tensor | Sequence[Tensor], **settings: Any) -> dict[str, Any]:
+    """A cheap fingerprint of a list of prompts, for the ranks to compare before any work.
+
+    Args:
+        ids: the prompts' token ids, ``[prompt, pos]`` or one ``[pos]`` tensor per prompt.
+        settings: what else every rank must share, by name: the settings that cut the prompts into
+            items (``batch_size=…``) and per-prompt choices (query positions); values with a long
+            ``repr`` are kept as a hash of it.
+
+    Returns:
+        ``count`` (prompts), ``shapes``, a hash of the ``ids`` in order, and ``settings``.
+    """
+    stacked = isinstance(ids, Tensor)
+    rows = [ids] if stacked else list(ids)  # a stacked tensor is hashed in one piece
+    digest = hashlib.blake2b(digest_size=16)
+    for row in rows:
+        row = row.detach().to("cpu", torch.int64).contiguous()
+        digest.update(repr(tuple(row.shape)).encode())
+        digest.update(memoryview(row.numpy()).cast("B"))
+    shapes = tuple(ids.shape) if stacked else tuple(tuple(row.shape) for row in rows)
+    return {"count": len(ids) if stacked else len(rows), "shapes": _short(shapes),
+            "ids": _Digest(sum(row.numel() for row in rows), digest.hexdigest()),
+            **{name: _short(value) for name, value in settings.items()}}
+
+
+def _short(value: Any) -> Any:
+    """``value``, or a ``_Digest`` of its ``repr`` where that is long."""
+    text = repr(value)
+    if len(text) <= 48:
+        return value
+    return _Digest(len(value) if isinstance(value, Sized) else len(text),
+                   hashlib.blake2b(text.encode(), digest_size=16).hexdigest())
+
+
+def ordered_map(function: Callable[[T], R], items: Iterable[T], *, bar: Any = None,
+                agree: Callable[[], Mapping[str, Any]] | None = None) -> Iterator[R]:
     """``function(item)`` for every item, in order, on every rank; each rank computes its share.
 
     Every rank must pass the same items in the same order (they are only enumerated, so pass
     cheap descriptions: prompt slices, cell keys). Rank ``r`` of ``N`` computes items ``r``,
     ``r + N``, …, inside ``alone()``; the results of each round of ``N`` are gathered to every
-    rank. Memory holds one round of results.
+    rank. Memory holds one round of results. Before any work the ranks compare ``agree()``.
 
     Args:
         function: computes one item's result (picklable when ``N`` > 1).
         items: the work, identical on every rank.
         bar: a tqdm bar advanced once per item, or None.
+        agree: what every rank must share, called once and only when ``N`` > 1: usually
+            ``fingerprint(ids, batch_size=…)`` of the prompts that ``items`` cut. None: the items
+            themselves when they are a ``range`` (of batch starts), else their number.
 
     Raises:
+        ValueError: the ranks do not agree (every rank raises the same error).
         RuntimeError: another rank's ``function`` raised (this rank's own error is re-raised as is).
     """
     here = world()
+    if here.size > 1:
+        if agree is None and not isinstance(items, range):
+            items = list(items)  # cheap descriptions: counted before any work
+        _check_agreement(_everyone(agree or functools.partial(_described, items), here))
     iterator = iter(items)
     while True:
         round_ = list(itertools.islice(iterator, here.size))
@@ -159,17 +219,8 @@ def ordered_map(function: Callable[[T], R], items: Iterable[T], *, bar: Any = No
         if here.size == 1:
             results = [_compute(function, round_[0])]
         else:
-            mine: Any = None
-            if here.rank < len(round_):
-                try:
-                    mine = _compute(function, round_[here.rank])
-                except Exception as error:
-                    _gather(_Failure(here.rank, "".join(traceback.format_exception_only(error)).strip()), here)
-                    raise
-            results = _gather(mine, here)[:len(round_)]
-            failures = [result for result in results if isinstance(result, _Failure)]
-            if failures:
-                raise RuntimeError(f"rank {failures[0].rank} failed, so every rank stops: {failures[0].error}")
+            share = _nothing if here.rank >= len(round_) else functools.partial(_compute, function, round_[here.rank])
+            results = _everyone(share, here)[:len(round_)]
         for result in results:
             if bar is not None:
                 bar.update(1)
@@ -178,9 +229,54 @@ def ordered_map(function: Callable[[T], R], items: Iterable[T], *, bar: Any = No
             return
 
 
+def _described(items: range | list) -> dict[str, Any]:
+    """The fingerprint of work that brings none: a range of batch starts itself, else the number of items."""
+    return {"items": items if isinstance(items, range) else len(items)}
+
+
+def _nothing() -> None:
+    """A rank's share of a last round shorter than the ranks."""
+
+
 def _compute(function: Callable[[T], R], item: T) -> R:
     with alone():
         return function(item)
+
+
+def _everyone(compute: Callable[[], Any], here: World) -> list[Any]:
+    """``compute()`` here, gathered from every rank; an error on any rank stops every rank."""
+    try:
+        mine = compute()
+    except Exception as error:
+        _gather(_Failure(here.rank, "".join(traceback.format_exception_only(error)).strip()), here)
+        raise
+    gathered = _gather(mine, here)
+    failures = [value for value in gathered if isinstance(value, _Failure)]
+    if failures:
+        raise RuntimeError(f"rank {failures[0].rank} failed, so every rank stops: {failures[0].error}")
+    return gathered
+
+
+def _check_agreement(fingerprints: list[Mapping[str, Any]]) -> None:
+    """Raise, on every rank alike, where a rank's fingerprint differs from rank 0's."""
+    first = fingerprints[0]
+    differences = []
+    for rank, other in enumerate(fingerprints[1:], start=1):
+        names = [name for name in {**first, **other} if first.get(name) != other.get(name)]
+        if names:
+            differences.append(f"rank {rank} differs from rank 0 in "
+                               + ", ".join(_difference(name, first.get(name), other.get(name)) for name in names))
+    if differences:
+        shown = differences[:3] + ([f"{len(differences) - 3} more ranks differ"] if len(differences) > 3 else [])
+        raise ValueError("every rank must pass the same prompts, in the same order and with the same settings: "
+                         "psheads shards them over the ranks itself (rank r of N computes batches r, r + N, …), so "
+                         f"pass every rank all of them; {'; '.join(shown)}.")
+
+
+def _difference(name: str, first: Any, other: Any) -> str:
+    if isinstance(first, _Digest) or isinstance(other, _Digest):
+        return name
+    return f"{name} ({first!r} vs {other!r})"
 
 
 def _gather(value: Any, here: World) -> list[Any]:

@@ -28,7 +28,7 @@ from einops import rearrange
 from jaxtyping import Float
 from torch import Tensor
 
-from psheads.interface.distributed import ordered_map
+from psheads.interface.distributed import fingerprint, ordered_map
 from psheads.interface.progress import progress_bar
 from psheads.measure.prompts import KeyGroup, PromptSet
 from psheads.rope import geometry
@@ -270,7 +270,9 @@ def run(
     work = functools.partial(_batch, lens, prompts, measure, layers, heads, min_keys, need, by_frequency,
                              local or (lambda item: item))
     with lens.backend.analysis(), progress_bar(total=n_batches, desc=desc, progress=progress) as bar:
-        for results in ordered_map(work, prompts.batches(batch_size), bar=bar):
+        for results in ordered_map(work, prompts.batches(batch_size), bar=bar, agree=lambda: fingerprint(
+                [each.tokens for each in prompts], batch_size=batch_size, layers=layers, heads=heads,
+                by_frequency=by_frequency, positions=[(each.query, each.candidates) for each in prompts])):
             yield from results
 
 

@@ -139,7 +139,8 @@ def frequency_profile(model_or_lens: Any, prompts: Any, config: ProfileConfig | 
     Args:
         model_or_lens: a TransformerLens RoPE model, a Hugging Face ``PreTrainedModel`` (see
             ``psheads.rope.backends.as_bridge``) or a ``RopeLens``.
-        prompts: strings, a LongTensor ``[n, pos]`` or token-id lists (see ``psheads.measure.prompts``).
+        prompts: strings, a LongTensor ``[n, pos]``, token-id lists or a tokenizer's padded output
+            (see ``psheads.measure.prompts``).
         config: a ``ProfileConfig``.
         progress: show a progress bar (default: in a notebook or on a terminal).
         model_name: if given, both frames start with a ``model`` column holding it (and

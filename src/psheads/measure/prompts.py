@@ -4,8 +4,10 @@ and query positions are checked against the model in ``psheads.rope.inputs``.
 
 Prompts may be strings (tokenised with the model's own ``to_tokens``; whether a BOS token is
 prepended follows ``prepend_bos``, default: the model's own default), a LongTensor
-``[n_prompts, pos]`` (or ``[pos]`` for one prompt), or a list of token-id lists of any lengths.
-Positions are always relative to each unpadded prompt. A BOS token at position 0 is never
+``[n_prompts, pos]`` (or ``[pos]`` for one prompt), a list of token-id lists of any lengths, or a
+tokenizer's output (a ``BatchEncoding`` or a mapping with ``input_ids`` and, when padded, its
+``attention_mask``; left or right padding): each prompt is then scored as if it had been passed
+alone. Positions are always relative to each unpadded prompt. A BOS token at position 0 is never
 swappable by default.
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -248,9 +250,86 @@ def _window_layout(query: int, candidates: tuple[int, ...], geo: LayerGeometry) 
     return swappable, tuple(j for j in range(first, query + 1) if j not in in_s)
 
 
+def _rows(value: Any, name: str) -> list[Tensor]:
+    """One 1-D tensor per prompt of a tokenizer output's ``name`` (a tensor, an array or lists)."""
+    if isinstance(value, (Tensor, np.ndarray)):
+        value = torch.as_tensor(value)
+        if value.ndim == 1:
+            value = value.unsqueeze(0)
+        if value.ndim != 2:
+            raise ValueError(f"prompts['{name}'] must be [n_prompts, pos], got shape {tuple(value.shape)}.")
+        return list(value)
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        rows = list(value) if value and not isinstance(value[0], (int, np.integer)) else [value]
+        try:
+            return [torch.as_tensor(list(row)) for row in rows]
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(f"prompts['{name}'] must hold one list of ints per prompt.") from err
+    raise TypeError(f"prompts['{name}'] must be a tensor or one list of ints per prompt, got {type(value).__name__}.")
+
+
+def unpadded(encoding: Mapping) -> Tensor | list[Tensor]:
+    """A tokenizer's output as token ids, one unpadded row per prompt: the tokens its
+    ``attention_mask`` keeps (one run of ones per row: left or right padding). Without a mask, or
+    with nothing masked, the ``input_ids`` as they are.
+
+    Raises:
+        TypeError: no ``input_ids``.
+        ValueError: a mask of another shape, or one that hides tokens between kept ones.
+    """
+    if "input_ids" not in encoding:
+        raise TypeError(f"prompts is a mapping without 'input_ids' (keys: {sorted(map(str, encoding))}): pass a "
+                        "tokenizer's output, e.g. tokenizer(texts, padding=True, return_tensors='pt').")
+    ids = encoding["input_ids"]
+    mask = encoding.get("attention_mask")
+    if mask is None:
+        return ids
+    id_rows, mask_rows = _rows(ids, "input_ids"), _rows(mask, "attention_mask")
+    if len(id_rows) != len(mask_rows) or any(i.shape != m.shape for i, m in zip(id_rows, mask_rows)):
+        raise ValueError("prompts['attention_mask'] does not match prompts['input_ids'] in shape: pass them as the "
+                         "tokenizer returned them.")
+    out = []
+    for index, (row, keep) in enumerate(zip(id_rows, mask_rows)):
+        kept = torch.nonzero(keep.bool()).flatten()
+        if kept.numel() == 0:
+            raise ValueError(f"Prompt {index}'s attention_mask keeps no token: drop the empty prompt.")
+        first, last = int(kept[0]), int(kept[-1])
+        if kept.numel() != last - first + 1:
+            raise ValueError(f"Prompt {index}'s attention_mask hides tokens between kept ones: psheads scores "
+                             "left- or right-padded prompts; pass masked-out tokens as separate prompts.")
+        out.append(row[first : last + 1])
+    if isinstance(ids, (Tensor, np.ndarray)) and all(row.numel() == len(id_rows[0]) for row in out):
+        return torch.as_tensor(ids)  # nothing padded: keep the stacked tensor
+    return out
+
+
+def _warn_if_padded(backend: Backend, tokens: Tensor) -> None:
+    """Warn when rows of a bare id tensor end (or, with a pad id other than BOS, start) in the
+    tokenizer's pad id: a padded batch whose mask was dropped."""
+    tokenizer = backend.tokenizer
+    pad = getattr(tokenizer, "pad_token_id", None) if tokenizer is not None else None
+    if pad is None or tokens.ndim != 2:
+        return
+    padded = tokens[:, -1] == pad
+    if pad != bos_token_id(backend):
+        padded |= tokens[:, 0] == pad
+    if bool(padded.any()):
+        rows = torch.nonzero(padded).flatten().tolist()
+        warnings.warn(
+            f"Prompts {rows[:10]}{' …' if len(rows) > 10 else ''} begin or end with the tokenizer's pad token "
+            f"(id {pad}), which would be scored as a token (at the end: as the query). For a padded batch, pass the "
+            "tokenizer's output with its attention mask (score_heads(model, tokenizer(texts, padding=True, "
+            "return_tensors='pt'))) or a list of unpadded prompts.", stacklevel=4)
+
+
 def tokenize(backend: Backend, prompts: Any, prepend_bos: bool | None = None) -> list[Tensor] | Tensor:
     """Any accepted prompt form as validated token ids: a ``[n, pos]`` tensor when the prompts
     came as one, else a list of 1-D LongTensors."""
+    padded_input = isinstance(prompts, Mapping)
+    if padded_input:
+        prompts = unpadded(prompts)
+    if isinstance(prompts, np.ndarray) and prompts.dtype.kind in "USO":
+        prompts = prompts.tolist()  # e.g. df["text"].values: strings
     if isinstance(prompts, str):
         raise TypeError("prompts must be a list of strings (or token ids), not one string: wrap it in a list.")
     if isinstance(prompts, (bytes, bytearray, memoryview)):
@@ -266,7 +345,10 @@ def tokenize(backend: Backend, prompts: Any, prepend_bos: bool | None = None) ->
         if prompts.numel() == 0:
             raise ValueError("No prompts given: pass at least one prompt." if len(prompts) == 0 else
                              "Prompt 0 is empty or not one sequence (shape (0,)).")
-        return check_tokens(backend, prompts).cpu()
+        tokens = check_tokens(backend, prompts).cpu()
+        if not padded_input:
+            _warn_if_padded(backend, tokens)
+        return tokens
     if not isinstance(prompts, Sequence):
         raise TypeError(
             f"prompts must be a list of strings, a LongTensor [n_prompts, pos] or a list of token-id lists, "
@@ -300,6 +382,8 @@ def tokenize(backend: Backend, prompts: Any, prepend_bos: bool | None = None) ->
         if row.ndim != 1 or row.numel() == 0:
             raise ValueError(f"Prompt {index} is empty or not one sequence (shape {tuple(row.shape)}).")
         out.append(check_tokens(backend, row)[0].cpu())
+    if not padded_input and len({int(row.shape[0]) for row in out}) == 1:
+        _warn_if_padded(backend, torch.stack(out))  # e.g. tokenizer(texts, padding=True)["input_ids"]
     if unknown:
         warnings.warn(
             f"Prompts {unknown[:10]}{' …' if len(unknown) > 10 else ''} contain words outside the model's vocabulary, "

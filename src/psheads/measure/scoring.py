@@ -56,7 +56,8 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
         model_or_lens: a TransformerLens RoPE model, a Hugging Face ``PreTrainedModel`` (booted
             as a bridge on a copy: ``psheads.rope.backends.as_bridge``), or a ``RopeLens``. A model seen
             before and unchanged since reuses its checked lens (no second probe or self-check).
-        prompts: strings, a LongTensor ``[n, pos]`` or token-id lists (see ``psheads.measure.prompts``).
+        prompts: strings, a LongTensor ``[n, pos]``, token-id lists or a tokenizer's padded output
+            (see ``psheads.measure.prompts``).
         config: a ``ScoreConfig`` (default: paper B's swap score with τ = 1e-4, b = 1, γ = 0.1).
         progress: progress bar (default: in a notebook or on a terminal).
         model_name: if given, the frame starts with a ``model`` column holding it (and

@@ -543,6 +543,12 @@ def training_device(device: str | torch.device) -> torch.device:
     return torch.device(validation.device(device))
 
 
+def _diverged(what: str, config: TrainConfig, output_dir: Path) -> FloatingPointError:
+    """The error of a run that diverged: ``what`` happened; the checkpoints before it are kept."""
+    return FloatingPointError(f"Training diverged: {what} (lr {config.lr:g}, max_grad_norm {config.max_grad_norm}). "
+                              f"Lower lr or keep gradient clipping; the checkpoints before it are kept in {output_dir}.")
+
+
 def train(task: Task | str, config: TrainConfig | None = None, output_dir: str | Path = "runs/psheads",
           resume: bool = True, progress: bool | None = None, device: str | torch.device = "cpu") -> TrainResult:
     """Train paper B's GPT-J on ``task`` (see the module docstring).
@@ -575,6 +581,8 @@ def train(task: Task | str, config: TrainConfig | None = None, output_dir: str |
             not available on this machine, or the call is made by every rank of a ``torchrun``
             job (outside ``ordered_map``).
         CheckpointError: no checkpoint of the run is usable, or one is in the old pickled format.
+        FloatingPointError: the loss, or the model's output at a checkpoint, is not finite (the
+            run diverged); the step is named and the checkpoints before it are kept.
     """
     task = get_task(task) if isinstance(task, str) else task
     if not isinstance(task, Task):
@@ -664,6 +672,8 @@ def _train(task: Task, config: TrainConfig, output_dir: Path, resume: bool, prog
         tokens, answers = (tensor.to(device) for tensor in data.batch(step))
         logits = model(tokens).logits[:, -1]
         loss = torch.nn.functional.cross_entropy(logits, answers)
+        if not bool(torch.isfinite(loss)):
+            raise _diverged(f"the loss is not finite at step {step + 1}", config, output_dir)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if config.max_grad_norm is not None:
@@ -679,6 +689,12 @@ def _train(task: Task, config: TrainConfig, output_dir: Path, resume: bool, prog
         if done % 50 == 0:
             bar.set_postfix(loss=f"{loss.item():.3f}")
         if done % config.checkpoint_every == 0 or done == config.steps:
+            model.eval()  # no dropout: the check draws no random numbers, so runs stay what they were
+            with torch.no_grad():  # the checkpoint's own output on this batch, before anything scores it
+                finite = bool(torch.isfinite(model(tokens).logits[:, -1]).all())
+            model.train()
+            if not finite:
+                raise _diverged(f"the model's output is not finite after step {done}", config, output_dir)
             final = output_dir / f"{checkpoints.CHECKPOINT_PREFIX}{done:06d}"
             history = save_checkpoint(final, model, task, config, done, optimizer, scheduler, history)
             checkpoints.publish_records(final, output_dir)

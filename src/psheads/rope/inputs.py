@@ -7,6 +7,7 @@ checks its inputs here, so the same rule and message hold everywhere.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -55,10 +56,16 @@ def check_tokens(backend: Backend, tokens: Any) -> Int[Tensor, "batch pos"]:
             raise ValueError(
                 "tokens must be a LongTensor [batch, pos] or a list of equal-length token-id lists."
             ) from err
+    if isinstance(tokens, Mapping):
+        raise TypeError("tokens is a mapping (a tokenizer's output?): RopeLens methods take one LongTensor [batch, "
+                        "pos]; pass tokens['input_ids'] when nothing is padded, or give a padded batch to score_heads "
+                        "or frequency_profile, which read its attention_mask.")
     if not isinstance(tokens, torch.Tensor):
         raise TypeError(
             f"tokens must be a LongTensor [batch, pos] (e.g. from model.to_tokens), got {type(tokens).__name__}."
         )
+    if tokens.device.type == "meta":
+        raise ValueError("tokens is a tensor on the meta device, which holds no values: pass real token ids.")
     if tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
         raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}.")
     if tokens.ndim == 1:
