@@ -12,6 +12,7 @@ import psheads
 from psheads import cli
 from psheads.experiments.lengthgen import length_generalization
 from psheads.models import zoo
+from psheads.results import files
 from tests import helpers
 
 # numerically sensitive: every test runs at 1 and 2 torch threads (see conftest.torch_threads)
@@ -31,7 +32,7 @@ def test_csv_and_offline_figure_match_the_library(directory, tmp_path, capsys) -
     args = ["lengthgen", str(directory), "--task", "number", "--lengths", "17", "30", "--n", "8", "--seed", "2",
             "--token-budget", "64", "--out", str(out), "--figure", str(figure), "--quiet"]
     assert cli.main(args) == 0
-    frame = pd.read_csv(out, dtype={"hops": str}, float_precision="round_trip")
+    frame = pd.read_csv(out, dtype={"hops": str}, **files._exact_floats())  # the parser load_frame uses
     # like with like: the CLI's token budget, so the same batches (fp32 is not batch-invariant)
     expected = length_generalization(zoo.boot_local(directory), "number", [17, 30], n=8, seed=2, token_budget=64,
                                      progress=False)

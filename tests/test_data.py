@@ -38,8 +38,9 @@ def test_the_report_reads_the_shipped_tables_by_default() -> None:
 
 @pytest.mark.parametrize(("name", "error", "match"), [
     ("gating_swep", ValueError, r"stores no table 'gating_swep'.*'gating_sweep'"),
-    ("gating_sweep.csv", ValueError, "stores no table"),
-    ("gemma_run", ValueError, "stores no table"),  # a JSON run record, not a table
+    ("gating_sweep.csv", ValueError, r"stores no table 'gating_sweep\.csv'; drop the \.csv: .*table\('gating_sweep'\)"),
+    ("atlas/smollm2-135m/planes.csv.gz", ValueError, r"drop the \.csv\.gz: .*table\('atlas/smollm2-135m/planes'\)"),
+    ("gemma_run", ValueError, r"stores no table.*run record.*path\('tables/gemma_run\.json'\)"),
     ("../prose", ValueError, "stores no table"),
     (3, TypeError, "name must be a table name"),
 ])
@@ -48,7 +49,27 @@ def test_unknown_tables_are_refused(name: object, error: type, match: str) -> No
         data.table(name)  # type: ignore[arg-type]
 
 
+def test_an_unknown_table_lists_only_close_names() -> None:
+    """A wrong name used to answer with every one of the ~90 table names (3.3 KB)."""
+    with pytest.raises(ValueError) as caught:
+        data.table("gating_swep")
+    message = str(caught.value)
+    assert "'gating_sweep'" in message and "gemma_scores" not in message and len(message) < 300
+    with pytest.raises(ValueError, match=r"no table 'zzz'; psheads\.data\.tables\(\) lists all \d+"):
+        data.table("zzz")
+
+
 def test_other_files_by_path() -> None:
     assert data.path("tables/gemma_run.json").is_file()
     with pytest.raises(FileNotFoundError, match="prose.txt"):
         data.path("nope.txt")
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "../models/pretrained/letter/config.json",
+                                  "tables/../../models/pretrained/letter/config.json"])
+def test_path_reads_only_inside_the_package(name: str) -> None:
+    """path('/etc/passwd') and path('../models/...') used to return files outside the data folder."""
+    with pytest.raises(ValueError, match=r"reads only inside psheads' data folder.*'prose\.txt'"):
+        data.path(name)
+    with pytest.raises(TypeError, match="name must be"):
+        data.path(3)  # type: ignore[arg-type]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -83,10 +84,21 @@ def test_a_csv_without_its_sidecar_reads_as_pandas_does(tmp_path) -> None:
     assert loaded.attrs == {} and loaded["label"].dtype != "category" and len(loaded) == 3
 
 
+def without_hash(path) -> None:
+    """Make the sidecar of ``path`` one that an older psheads wrote, without rows and content hash."""
+    document = json.loads(sidecar(path).read_text())
+    del document["sha256"], document["rows"]
+    sidecar(path).write_text(json.dumps(document))
+
+
 def test_a_stale_sidecar_is_refused(tmp_path) -> None:
     path = psheads.save_frame(result_frame(), tmp_path / "f.csv")
     result_frame().drop(columns="kept").to_csv(path, index=False)
-    with pytest.raises(ValueError, match="delete the stale sidecar"):
+    with pytest.raises(ValueError, match="changed after save_frame wrote it"):
+        psheads.load_frame(path)
+    without_hash(path)
+    with pytest.warns(UserWarning, match="records no content hash"), \
+            pytest.raises(ValueError, match="delete the stale sidecar"):
         psheads.load_frame(path)
 
 
@@ -154,5 +166,108 @@ def test_a_file_that_disagrees_with_its_description_says_so(tmp_path) -> None:
         psheads.load_frame(path)
     csv = psheads.save_frame(pd.DataFrame({"layer": [0, 1]}), tmp_path / "f.csv")
     pd.DataFrame({"layer": ["a", "b"]}).to_csv(csv, index=False)
-    with pytest.raises(ValueError, match="does not hold the values its sidecar .* describes"):
+    without_hash(csv)  # a sidecar with a hash refuses the rewritten file before reading it
+    with pytest.warns(UserWarning, match="records no content hash"), \
+            pytest.raises(ValueError, match="does not hold the values its sidecar .* describes"):
         psheads.load_frame(csv)
+
+
+def test_a_csv_rewritten_after_save_frame_is_refused(tmp_path) -> None:
+    """Only the header used to be compared: a CSV that pandas rewrote with other values (or fewer
+    rows) came back with the old sidecar's attrs."""
+    swap = pd.DataFrame({"layer": [0, 0, 1, 1, 2], "head": [0, 1, 0, 1, 0], "score": [0.1, 0.2, 0.3, 0.4, 0.5]})
+    swap.attrs = {"config": {"method": "swap"}, "n_prompts": 5}
+    anova = swap.assign(score=[9.0, 8.0, 7.0, 6.0, 5.0])
+    for rewritten in (anova, swap.head(3)):
+        path = psheads.save_frame(swap, tmp_path / "s.csv")
+        assert json.loads(sidecar(path).read_text())["rows"] == 5
+        rewritten.to_csv(path, index=False)
+        with pytest.raises(ValueError, match=r"s\.csv changed after save_frame wrote it .*delete .*s\.csv\.attrs\.json"):
+            psheads.load_frame(path)
+
+
+def test_a_sidecar_without_a_content_hash_loads_with_a_warning(tmp_path) -> None:
+    """Sidecars written before the hash was recorded still load; the warning says they cannot be checked."""
+    path = psheads.save_frame(result_frame(), tmp_path / "f.csv")
+    without_hash(path)
+    with pytest.warns(UserWarning, match=r"f\.csv\.attrs\.json records no content hash"):
+        loaded = psheads.load_frame(path)
+    pd.testing.assert_frame_equal(loaded, result_frame(), check_exact=True)
+    assert loaded.attrs == EXPECTED_ATTRS
+
+
+def test_a_csv_that_reads_back_as_other_rows_is_refused(tmp_path) -> None:
+    path = psheads.save_frame(pd.DataFrame({"a": [1, 2]}), tmp_path / "f.csv")
+    document = json.loads(sidecar(path).read_text())
+    sidecar(path).write_text(json.dumps({**document, "rows": 3}))
+    with pytest.raises(ValueError, match=r"f\.csv reads back as 2 rows, but save_frame wrote 3"):
+        psheads.load_frame(path)
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+def test_carriage_returns_in_text_round_trip(tmp_path, suffix) -> None:
+    """to_csv does not quote a lone \\r, which pandas then read as a line break: 3 rows came back as 4, and
+    with an int column the load failed asking to delete a sidecar that was not stale."""
+    frame = pd.DataFrame({"s": ["a\rb", "a\r\nb", "plain"], "i": [1, 2, 3],
+                          "c": pd.Categorical(["x\ry", "z", "x\ry"]), "name\rx": [0.5, 1.5, 2.5]})
+    loaded = psheads.load_frame(psheads.save_frame(frame, tmp_path / f"cr{suffix}"))
+    pd.testing.assert_frame_equal(loaded, frame, check_exact=True)
+
+
+def cells(series: pd.Series) -> list[tuple[type, object]]:
+    return [(type(cell), cell) for cell in series]
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+def test_object_columns_of_numbers_and_text_round_trip(tmp_path, suffix) -> None:
+    """[None, 3, 5] came back as '3' from CSV and 3.0 from JSON and parquet; big ints and mixed columns as
+    strings from CSV, and parquet raised an OverflowError that named no column."""
+    frame = pd.DataFrame({
+        "small": pd.Series([None, 3, 5], dtype=object),
+        "big": pd.Series([2**70, -(2**80), None], dtype=object),
+        "mixed": pd.Series(["3", 3, None], dtype=object),
+        "kinds": pd.Series([True, 1, 1.5], dtype=object),
+        "numpy": pd.Series([np.int64(7), np.float64(0.1), np.bool_(False)], dtype=object),
+    })
+    loaded = psheads.load_frame(psheads.save_frame(frame, tmp_path / f"o{suffix}"))
+    pd.testing.assert_frame_equal(loaded, frame, check_exact=True)
+    assert cells(loaded["small"]) == [(type(None), None), (int, 3), (int, 5)]
+    assert cells(loaded["big"]) == [(int, 2**70), (int, -(2**80)), (type(None), None)]
+    assert cells(loaded["mixed"]) == [(str, "3"), (int, 3), (type(None), None)]
+    assert cells(loaded["kinds"]) == [(bool, True), (int, 1), (float, 1.5)]
+    assert cells(loaded["numpy"]) == [(int, 7), (float, 0.1), (bool, False)]  # numpy scalars as Python's
+    assert type(frame["numpy"].iloc[0]) is np.int64  # the caller's frame is untouched
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+def test_an_object_column_no_format_keeps_is_refused_by_name(tmp_path, suffix) -> None:
+    frame = pd.DataFrame({"ok": [1, 2], "odd": pd.Series([{1, 2}, None], dtype=object)})
+    with pytest.raises(TypeError, match=r"[Cc]olumn 'odd' holds a set"):
+        psheads.save_frame(frame, tmp_path / f"odd{suffix}")
+
+
+def test_csv_floats_are_exact_and_load_frame_warns_nothing(tmp_path) -> None:
+    """load_frame passed float_precision, which pandas 3.1 deprecates: every CSV load warned."""
+    bits = np.random.default_rng(0).integers(0, 2**63, 4000, dtype=np.int64).view(np.float64)
+    awkward = [0.0, -0.0, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 0.1, 1 / 3, 9007199254740993.0]
+    values = np.concatenate([bits[np.isfinite(bits)], -bits[np.isfinite(bits)], awkward])
+    frame = pd.DataFrame({"x": values})
+    for with_sidecar in (True, False):
+        path = psheads.save_frame(frame, tmp_path / "floats.csv")
+        if not with_sidecar:
+            sidecar(path).unlink()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loaded = psheads.load_frame(path)
+        assert [str(warning.message) for warning in caught] == []
+        assert loaded["x"].to_numpy().view(np.int64).tolist() == values.view(np.int64).tolist()
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".json"])
+def test_a_file_that_is_not_json_is_named(tmp_path, suffix) -> None:
+    """A malformed sidecar or JSON frame raised a bare JSONDecodeError without the file's name."""
+    path = psheads.save_frame(pd.DataFrame({"a": [1]}), tmp_path / f"f{suffix}")
+    broken = sidecar(path) if suffix == ".csv" else path
+    broken.write_text('{"columns": [')
+    with pytest.raises(ValueError, match=rf"{broken.name} is not valid JSON \(.*line 1.*\)"):
+        psheads.load_frame(path)

@@ -8,16 +8,24 @@ The extension picks the format, and every format keeps the frame's ``attrs`` (co
   ``psheads``).
 * ``.json``: one document ``{"columns": [...], "attrs": {...}, "records": [...]}``, one record
   per row; missing values are ``null``.
-* ``.csv``: the table as ``DataFrame.to_csv`` writes it, and a sidecar ``<file>.attrs.json``
-  holding ``{"columns": [...], "attrs": {...}}``. Without the sidecar ``load_frame`` reads the
-  CSV as pandas does, with empty ``attrs``.
+* ``.csv``: the table as ``DataFrame.to_csv`` writes it (lines end in ``\\r\\n`` where a text holds
+  a ``\\r``, so that it is quoted), and a sidecar ``<file>.attrs.json`` holding ``{"rows": N,
+  "sha256": ..., "columns": [...], "attrs": {...}}``, the hash of the CSV's bytes included.
+  ``load_frame`` refuses a CSV whose bytes no longer match it (rewritten after ``save_frame``), and
+  warns for a sidecar an older psheads wrote without one, whose attrs it cannot check. Without the
+  sidecar it reads the CSV as pandas does, with empty ``attrs``.
 
 ``columns`` lists each column's ``name`` and ``dtype`` (plus ``categories`` and ``ordered`` for a
 categorical, and ``cells``, ``"tuple"`` or ``"list"``, for a column of tuples or lists such as
 ``positions_i``, which every format gives back as such). In a CSV, a column of tuples or lists, or
 of strings with an empty one (which CSV cannot tell from a missing value), holds each cell as JSON
-text (``"csv": "json"``); missing cells stay empty. In ``attrs`` a tuple is stored as ``{"__tuple__": [...]}`` and a dict with non-string
-keys as ``{"__items__": [[key, value], ...]}``, so both come back as they were.
+text (``"csv": "json"``); missing cells stay empty. An object column of numbers, booleans and
+strings that are not all strings (``[None, 3, 5]``, ``[2**70, "x"]``) holds JSON text in a CSV and
+in parquet too (``"parquet": "json"``), so each cell comes back with its own type, big ints
+included, and a missing one as None; numpy scalars come back as Python's. An object column holding
+anything else (a set, a Decimal, ...) is refused by name, except in parquet where pyarrow gives it back as it was.
+In ``attrs`` a tuple is stored as ``{"__tuple__": [...]}`` and a dict with non-string keys as
+``{"__items__": [[key, value], ...]}``, so both come back as they were.
 
 pandas and pyarrow are imported inside the functions: the command line reads ``FORMATS`` without
 loading them.
@@ -25,7 +33,10 @@ loading them.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +50,8 @@ PARQUET_KEY = b"psheads"
 """Parquet metadata key of the exact provenance document."""
 
 _TUPLE, _ITEMS = "__tuple__", "__items__"
+_SCALARS = (bool, int, float, str)
+"""What an object column may hold besides tuples and lists, each cell as JSON gives it back."""
 
 
 def check_frame_path(path: str | Path) -> str:
@@ -79,7 +92,8 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
         ``path`` as a ``Path``.
 
     Raises:
-        TypeError: ``frame`` is not a DataFrame, or ``attrs`` hold a value JSON cannot store.
+        TypeError: ``frame`` is not a DataFrame, ``attrs`` hold a value JSON cannot store, or a
+            column holds values the format cannot give back (the message names it).
         ValueError: an unknown extension, a named index, or column names that are not distinct
             strings.
         ImportError: ``.parquet`` without pyarrow.
@@ -96,7 +110,13 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
     if not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
         raise ValueError(f"save_frame needs distinct string column names, got {names}: rename the columns first.")
     columns = [_column(frame[name]) for name in names]
-    as_json = {column["name"] for column in columns if column.pop("_json_in_csv", False)}
+    as_text = {column["name"]: column.pop("_text", ()) for column in columns}
+    odd = {column["name"]: column.pop("_odd") for column in columns if "_odd" in column}
+    if odd and suffix != ".parquet":
+        name, cell = next(iter(odd.items()))
+        raise TypeError(f"Column {name!r} holds a {type(cell).__name__} ({cell!r:.60}), which a {suffix} file cannot "
+                        f"give back: keep numbers, strings, None, tuples and lists in an object column, or convert it "
+                        f"first (e.g. frame[{name!r}].astype(str)).")
     document = {"columns": columns, "attrs": _stored(frame.attrs, exact=True)}
     if suffix == ".parquet":
         import pyarrow as pa
@@ -104,27 +124,45 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
 
         plain = frame.copy(deep=False)  # pyarrow and pandas each store attrs as plain JSON
         plain.attrs = _stored(frame.attrs, exact=False)
-        table = pa.Table.from_pandas(plain, preserve_index=False)
+        for column in columns:
+            if ".parquet" in as_text[column["name"]]:
+                column["parquet"] = "json"
+                plain[column["name"]] = _json_text(frame[column["name"]])
+        for name, cell in odd.items():
+            if not _arrow_gives_back(plain[name]):
+                raise TypeError(f"Column {name!r} holds a {type(cell).__name__} ({cell!r:.60}), which parquet does not "
+                                f"give back as it was: convert the column first (e.g. frame[{name!r}].astype(str)).")
+        try:
+            table = pa.Table.from_pandas(plain, preserve_index=False)
+        except (pa.ArrowException, OverflowError, TypeError, ValueError) as err:
+            name = next((name for name in names if _through_arrow(plain[name]) is None), None)
+            raise TypeError(f"{path}: column {name!r} holds values parquet cannot store ({err}): convert it first, "
+                            "or write .json.") from None
         metadata = {**(table.schema.metadata or {}), b"PANDAS_ATTRS": json.dumps(plain.attrs),
                     PARQUET_KEY: json.dumps(document)}
         pq.write_table(table.replace_schema_metadata(metadata), path)
     elif suffix == ".json":
-        values = {name: [None if _missing(cell) else _stored(cell, exact=False, where=name) if isinstance(cell, tuple)
-                         else cell for cell in frame[name].astype(object)] for name in names}
+        values = {name: [None if _missing(cell) else _stored(cell, exact=False, where=f"column {name!r}")
+                         if isinstance(cell, (tuple, list)) else _plain(cell) for cell in frame[name].astype(object)]
+                  for name in names}
         document["records"] = [dict(zip(names, row)) for row in zip(*values.values())]
         try:
             text = json.dumps(document)
         except TypeError as err:
-            raise TypeError(f"{path}: a column holds values JSON cannot store ({err}); write .parquet instead.") from None
+            name = next((name for name in names if not _dumps(values[name])), None)
+            raise TypeError(f"{path}: column {name!r} holds values JSON cannot store ({err}); write .parquet "
+                            "instead.") from None
         path.write_text(text)
     else:
         written = frame.copy(deep=False)
         for column in columns:
-            if column["name"] in as_json:
+            if ".csv" in as_text[column["name"]]:
                 column["csv"] = "json"
-                written[column["name"]] = pd.Series([None if _missing(cell) else json.dumps(_stored(cell, exact=False))
-                                                     for cell in frame[column["name"]]], dtype=object, index=frame.index)
-        written.to_csv(path, index=False)
+                written[column["name"]] = _json_text(frame[column["name"]])
+        # csv quotes a field holding a character of the line ending, and pandas reads a lone \r as one
+        data = written.to_csv(index=False, lineterminator="\r\n" if _holds_cr(written) else None).encode()
+        path.write_bytes(data)
+        document = {"rows": len(frame), "sha256": hashlib.sha256(data).hexdigest(), **document}
         sidecar(path).write_text(json.dumps(document, indent=1))
     return path
 
@@ -132,9 +170,13 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
 def load_frame(path: str | Path) -> pd.DataFrame:
     """Read a frame ``save_frame`` wrote: values, dtypes and ``attrs`` as they were saved.
 
+    A CSV is read with its sidecar, which must describe it: a CSV rewritten after ``save_frame``
+    (another frame's ``to_csv``, say) is refused. A sidecar without a content hash (written by an
+    older psheads) is trusted with a warning; a CSV without a sidecar is read as pandas reads it.
+
     Raises:
-        ValueError: an unknown extension, or a JSON file (or CSV sidecar) that is not a
-            ``save_frame`` document.
+        ValueError: an unknown extension; a JSON file (or CSV sidecar) that is not a ``save_frame``
+            document; a CSV that changed after ``save_frame`` wrote it.
         FileNotFoundError: ``path`` does not exist.
         ImportError: ``.parquet`` without pyarrow.
     """
@@ -148,36 +190,136 @@ def load_frame(path: str | Path) -> pd.DataFrame:
 
         frame = pd.read_parquet(path)
         stored = (pq.read_schema(path).metadata or {}).get(PARQUET_KEY)
+        if stored is None:
+            return frame
         # parquet keeps most dtypes itself, but not an unordered categorical of numbers
-        return frame if stored is None else _typed(frame, _document(json.loads(stored), path, ("columns", "attrs")))
+        document = _parsed(stored, f"{path}'s psheads metadata", ("columns", "attrs"), "write the frame again")
+        return _typed(_from_json_text(frame, document, "parquet"), document)
     if suffix == ".json":
-        document = _document(json.loads(path.read_text()), path, ("columns", "attrs", "records"))
+        document = _parsed(path.read_bytes(), str(path), ("columns", "attrs", "records"), "write the frame again")
         names = [column["name"] for column in document["columns"]]
         frame = pd.DataFrame([[row.get(name) for name in names] for row in document["records"]], columns=names)
+        for column in document["columns"]:
+            if column["dtype"] == "object":  # as stored: [None, 3] is not [nan, 3.0]
+                frame[column["name"]] = pd.Series([row.get(column["name"]) for row in document["records"]], dtype=object)
         return _typed(frame, document)
     if not sidecar(path).is_file():
-        return pd.read_csv(path, float_precision="round_trip")
-    document = _document(json.loads(sidecar(path).read_text()), sidecar(path), ("columns", "attrs"))
+        return pd.read_csv(path, **_exact_floats())
+    return _typed(*_read_csv(path))
+
+
+def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
+    """The CSV ``save_frame`` wrote at ``path``, checked against its sidecar (not yet typed), and the sidecar."""
+    import pandas as pd
+
+    document = _parsed(sidecar(path).read_bytes(), str(sidecar(path)), ("columns", "attrs"),
+                       "delete it to read the CSV as pandas does, or write the frame again")
+    data = path.read_bytes()  # hashed and parsed, so that both see the same bytes
+    if "sha256" not in document:
+        warnings.warn(f"{sidecar(path)} records no content hash (an older psheads wrote it), so its attrs cannot be "
+                      f"checked against {path}: if the CSV was rewritten since, delete the sidecar; otherwise save "
+                      "the frame again to record one.", UserWarning, stacklevel=3)
+    elif hashlib.sha256(data).hexdigest() != document["sha256"]:
+        raise ValueError(f"{path} changed after save_frame wrote it ({document.get('rows')} rows then), so its sidecar "
+                         f"describes another table: delete {sidecar(path)} to read the CSV as pandas does, or save "
+                         "the new frame with save_frame.")
     # categories are mapped back from their text; to_csv writes a missing value as an empty field,
-    # so only that is missing ("NA" may be a word); to_csv writes floats as repr, which only the
-    # round-trip parser is documented to read back bit for bit (the default is not)
+    # so only that is missing ("NA" may be a word)
     dtypes = {column["name"]: "str" if "categories" in column or column.get("csv") == "json" else column["dtype"]
               for column in document["columns"]}
     names = [column["name"] for column in document["columns"]]
-    header = pd.read_csv(path, nrows=0).columns.tolist()
+    header = pd.read_csv(io.BytesIO(data), nrows=0).columns.tolist()
     if header != names:
         raise ValueError(f"{path} has the columns {header}, but its sidecar {sidecar(path)} describes {names}: "
                          "delete the stale sidecar.")
     try:
-        frame = pd.read_csv(path, dtype=dtypes, keep_default_na=False, na_values=[""], float_precision="round_trip")
+        frame = pd.read_csv(io.BytesIO(data), dtype=dtypes, keep_default_na=False, na_values=[""], **_exact_floats())
     except (ValueError, TypeError) as err:
+        if "sha256" in document:  # the file is what save_frame wrote: this pandas reads it otherwise
+            raise ValueError(f"{path} is the file save_frame wrote, but pandas {pd.__version__} cannot read it back as "
+                             f"its sidecar describes ({err}): write the frame as .json or .parquet.") from None
         raise ValueError(f"{path} does not hold the values its sidecar {sidecar(path)} describes ({err}): delete the "
                          "stale sidecar, or write the frame again.") from None
+    if "rows" in document and len(frame) != document["rows"]:
+        raise ValueError(f"{path} reads back as {len(frame)} rows, but save_frame wrote {document['rows']}: pandas "
+                         f"{pd.__version__} parses it otherwise; write the frame as .json or .parquet.")
+    return _from_json_text(frame, document, "csv"), document
+
+
+def _exact_floats() -> dict[str, str]:
+    """``read_csv``'s arguments that read back the floats ``to_csv`` wrote (their repr) bit for bit.
+
+    Before pandas 3.1 only the round-trip parser is documented to (the default is not); 3.1 reads
+    every float with one exact parser and deprecates the argument.
+    """
+    import pandas as pd
+
+    major, minor = (int(part) for part in pd.__version__.split(".")[:2])
+    return {"float_precision": "round_trip"} if (major, minor) < (3, 1) else {}
+
+
+def _holds_cr(frame: pd.DataFrame) -> bool:
+    """Whether a column name, a category or a text cell of ``frame`` holds a carriage return."""
+    import pandas as pd
+
+    texts: list[Any] = list(frame.columns)
+    for name in frame.columns:
+        series = frame[name]
+        if isinstance(series.dtype, pd.CategoricalDtype):
+            texts += [str(category) for category in series.dtype.categories]
+        elif series.dtype == object or pd.api.types.is_string_dtype(series.dtype):
+            texts += series.tolist()
+    return any(isinstance(text, str) and "\r" in text for text in texts)
+
+
+def _json_text(series: pd.Series) -> pd.Series:
+    """Each cell of ``series`` as JSON text (tuples as lists), a missing one as None."""
+    import pandas as pd
+
+    return pd.Series([None if _missing(cell) else json.dumps(_stored(cell, exact=False, where=f"column {series.name!r}"))
+                      for cell in series], dtype=object, index=series.index)
+
+
+def _from_json_text(frame: pd.DataFrame, document: dict, fmt: str) -> pd.DataFrame:
+    """``frame`` with the columns its document says ``fmt`` holds as JSON text read back."""
+    import pandas as pd
+
     for column in document["columns"]:
-        if column.get("csv") == "json":
+        if column.get(fmt) == "json":
             frame[column["name"]] = pd.Series([None if _missing(cell) else json.loads(cell)
-                                               for cell in frame[column["name"]]], dtype=object)
-    return _typed(frame, document)
+                                               for cell in frame[column["name"]]], dtype=object, index=frame.index)
+    return frame
+
+
+def _through_arrow(series: pd.Series) -> pd.Series | None:
+    """``series`` as pyarrow gives it back, or None where pyarrow cannot store it."""
+    import pyarrow as pa
+
+    try:
+        return pa.Array.from_pandas(series).to_pandas()
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        return None
+
+
+def _dumps(values: list) -> bool:
+    """Whether JSON can store ``values``."""
+    try:
+        json.dumps(values)
+    except TypeError:
+        return False
+    return True
+
+
+def _arrow_gives_back(series: pd.Series) -> bool:
+    """Whether pyarrow gives back every cell of an object column with its type (a set comes back as an array)."""
+    back = _through_arrow(series)
+    if back is None:
+        return False
+    try:
+        return all(_missing(cell) if _missing(was) else type(cell) is type(was) and bool(cell == was)
+                   for was, cell in zip(series, back))
+    except (TypeError, ValueError):  # cells whose == is not a bool
+        return False
 
 
 def _missing(cell: Any) -> bool:
@@ -203,7 +345,15 @@ def _column(series: pd.Series) -> dict[str, Any]:
                 raise TypeError(f"Column {series.name!r} mixes tuples, lists and other values: a frame file keeps "
                                 "one kind of container per column.")
             column["cells"] = "tuple" if kinds == {tuple} else "list"
-        column["_json_in_csv"] = bool(kinds) or any(cell == "" for cell in present if isinstance(cell, str))
+            column["_text"] = (".csv",)
+        elif any(not isinstance(cell, str) for cell in present):
+            odd = next((cell for cell in present if not isinstance(_plain(cell), _SCALARS)), None)
+            if odd is None:
+                column["_text"] = (".csv", ".parquet")  # text would turn 3 into '3', pandas' inference into 3.0
+            else:
+                column["_odd"] = odd
+        elif any(cell == "" for cell in present):
+            column["_text"] = (".csv",)
     return column
 
 
@@ -237,16 +387,21 @@ def _typed(frame: pd.DataFrame, document: dict) -> pd.DataFrame:
     return frame
 
 
-def _document(document: Any, path: Path, keys: tuple[str, ...]) -> dict:
+def _parsed(text: bytes, where: str, keys: tuple[str, ...], fix: str) -> dict:
+    """The ``save_frame`` document in ``text`` (read from ``where``), with at least ``keys``; ``fix``: what to do if not."""
+    try:
+        document = json.loads(text)
+    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"{where} is not valid JSON ({err}): save_frame did not write it, or it was cut short; "
+                         f"{fix}.") from None
     if not isinstance(document, dict) or not set(keys) <= set(document):
-        raise ValueError(f"{path} is not a frame that psheads.save_frame wrote (it needs the keys {list(keys)}).")
+        raise ValueError(f"{where} is not a frame that psheads.save_frame wrote (it needs the keys {list(keys)}).")
     return document
 
 
 def _stored(value: Any, exact: bool, where: str = "attrs") -> Any:
     """``value`` as JSON data; ``exact`` tags tuples and dicts with non-string keys so they come back."""
-    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", None) == 0:
-        value = value.item()  # numpy scalars
+    value = _plain(value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
@@ -260,7 +415,14 @@ def _stored(value: Any, exact: bool, where: str = "attrs") -> Any:
                              for key, item in value.items()]}
         return {str(key): _stored(item, exact, f"{where}[{key!r}]") for key, item in value.items()}
     raise TypeError(f"{where} holds a {type(value).__name__}, which a frame file cannot store: keep only numbers, "
-                    "strings, None, lists, tuples and dicts in attrs (convert it, e.g. with str()).")
+                    f"strings, None, lists, tuples and dicts in {where.partition('[')[0]} (convert it, e.g. with str()).")
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value it holds; anything else as it is."""
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", None) == 0:
+        return value.item()
+    return value
 
 
 def _restored(value: Any) -> Any:
