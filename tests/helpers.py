@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -107,13 +109,18 @@ def save_tiny(family: str, directory: Path, seed: int = 0, dtype: torch.dtype = 
     return directory
 
 
-def save_task_model(task: Any, directory: Path, seed: int = 0, **overrides: Any) -> Path:
+def save_task_model(task: Any, directory: Path, seed: int = 0, record: bool = False, **overrides: Any) -> Path:
     """A random tiny GPT-J that records ``task`` as a trained one does: the task's word tokenizer
-    (``psheads.tasks.task_tokenizer``) and one embedding per word, ``<unk>`` and ``<bos>``."""
+    (``psheads.tasks.task_tokenizer``) and one embedding per word, ``<unk>`` and ``<bos>``; with
+    ``record``, also the training record of a checkpoint (``task`` and ``task_options``)."""
     from psheads.tasks import task_tokenizer
+    from psheads.tasks.base import TRAINING_RECORD
 
     save_tiny("gptj", directory, seed=seed, **{"vocab_size": len(task.vocabulary) + 2, **overrides})
     task_tokenizer(task).save_pretrained(directory)
+    if record:
+        options = {f.name: getattr(task, f.name) for f in dataclasses.fields(task) if f.init}
+        (directory / TRAINING_RECORD).write_text(json.dumps({"task": task.name, "task_options": options}))
     return directory
 
 

@@ -243,6 +243,21 @@ def test_a_task_the_model_was_not_trained_on_is_refused_unless_asked(number_mode
     assert cli.main(["score", str(number_model_dir), "--task", "number", "--n", "4", "--layers", "0", "--quiet"]) == 0
 
 
+def test_task_naming_the_model_s_own_task_keeps_its_recorded_options(tmp_path, capsys) -> None:
+    """``--task letter`` on a model trained with paper B's letter sampling used to draw with psheads'
+    (``LetterTask()``'s default): the command line cannot pass options, so the name means the model's own."""
+    from psheads.tasks import LetterTask
+
+    trained = LetterTask(n_target=4, n_pre=4, n_letters=5, n_ints=2, sampling="paper-b")
+    folder = helpers.save_task_model(trained, tmp_path / "letter", record=True, n_positions=64)
+    capsys.readouterr()
+    for argv in (["--task", "letter"], []):
+        out = tmp_path / f"curve{len(argv)}.json"
+        assert cli.main(["lengthgen", str(folder), "--lengths", "11", "--n", "4", "--out", str(out), "--quiet", *argv]) == 0
+        assert psheads.load_frame(out).attrs["task_options"]["sampling"] == "paper-b"
+        assert "WARNING" not in capsys.readouterr().err
+
+
 def test_text_outside_a_task_vocabulary_warns_on_stderr(capsys, directory, tmp_path) -> None:
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("The cat sat on the mat\nt1 t2 t3 t4\n")

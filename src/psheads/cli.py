@@ -145,22 +145,18 @@ def _check_html(path: str | None, flag: str, force: bool) -> None:
 def _model_task(model: str, needed: bool = True) -> Any:
     """The task ``model`` was trained on, or None (an LLM, or a folder without a training record)."""
     from psheads.models import zoo
-    from psheads.tasks import get_task
+    from psheads.tasks.base import TRAINING_RECORD, task_from_record
 
     if model in zoo.LLMS:
         return None
     directory = zoo.PRETRAINED_DIR / model if model in zoo.PRETRAINED else Path(model)
     if model not in zoo.PRETRAINED and not directory.is_dir():
         raise CommandError(f"{model!r} is neither a known model {zoo.PRETRAINED + tuple(zoo.LLMS)} nor a folder")
-    record = directory / "training_config.json"  # a psheads training checkpoint knows its task
+    record = directory / TRAINING_RECORD  # a psheads training checkpoint knows its task
     if not record.is_file():
         return None
     try:
-        info = json.loads(record.read_text())
-        if not isinstance(info, dict) or not isinstance(info.get("task"), str) \
-                or not isinstance(info.get("task_options", {}), dict):
-            raise ValueError("it needs a task name under \"task\" (and a dict under \"task_options\")")
-        return get_task(info["task"], **info.get("task_options", {}))
+        return task_from_record(json.loads(record.read_text()))
     except (ValueError, TypeError, UnicodeDecodeError) as err:
         if not needed:  # --task names it
             return None
@@ -169,11 +165,13 @@ def _model_task(model: str, needed: bool = True) -> Any:
 
 
 def _task(args: argparse.Namespace) -> Any:
-    """``--task``, else the model's own task; a usage error when there is neither."""
+    """``--task``, else the model's own task; a usage error when there is neither. ``--task`` naming
+    the model's own task is that task with its recorded options (the shipped letter model's
+    ``sampling="paper-b"``), as ``psheads.evaluate`` reads a name."""
     from psheads.tasks import get_task
 
     own = _model_task(args.model, needed=not args.task)  # also refuses a model that is neither known nor a folder
-    if args.task:
+    if args.task and (own is None or own.name != args.task):
         with _as_usage():
             return get_task(args.task)
     if own is None:
@@ -568,7 +566,8 @@ def _add_prompt_options(parser: argparse.ArgumentParser, batch_size: int) -> Non
     _add_model_options(parser, f"a shipped model (number, letter), a zoo LLM ({', '.join(LLM_NAMES)}; pip install "
                                "\"psheads[llms]\") or a local Hugging Face model folder")
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--task", help="generate the prompts from this registered task (default: the model's own)")
+    source.add_argument("--task", help="generate the prompts from this registered task (default: the model's own; "
+                                       "the name of the model's own task gives it with its recorded options)")
     source.add_argument("--prompts-file", metavar="FILE", help="a text file with one prompt per line, instead of a task")
     parser.add_argument("--n", type=_positive_int, default=256, help="number of task prompts")
     parser.add_argument("--seed", type=_seed, default=0, help="seed of the task prompts")
@@ -626,7 +625,8 @@ def _add_lengthgen(sub: Any) -> None:
     lengthgen.add_argument("--lengths", type=_positive_int, nargs="+", required=True, metavar="LENGTH",
                            help="total prompt lengths in tokens, from the task's base prompt (17 for the shipped "
                                 "models) to the model's context")
-    lengthgen.add_argument("--task", help="a registered multi-hop task (default: the model's own)")
+    lengthgen.add_argument("--task", help="a registered multi-hop task (default: the model's own; the name of the "
+                                          "model's own task gives it with its recorded options)")
     _add_mismatch_option(lengthgen)
     lengthgen.add_argument("--n", type=_positive_int, default=512, help="prompts per length")
     lengthgen.add_argument("--seed", type=_seed, default=0, help="seed of every length's prompts")

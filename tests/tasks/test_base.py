@@ -1,14 +1,32 @@
 """checked_batch refuses batches whose parts cannot be right; check_fits refuses ids a model would
-misread (outside its vocabulary, or other words to the tokenizer of a model that records its task)."""
+misread (outside its vocabulary, or other words to the tokenizer of a model that records its task);
+check_settings warns when a model meets its own task drawn with other settings."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import warnings
+from pathlib import Path
 
 import pytest
 import torch
+import transformers
 
-from psheads.tasks import LetterTask, NumberTask, TaskBatch, check_fits, checked_batch, get_task, task_tokenizer
+from psheads.tasks import (
+    LetterTask,
+    NumberTask,
+    TaskBatch,
+    TaskSettingsWarning,
+    check_fits,
+    check_settings,
+    checked_batch,
+    get_task,
+    recorded_task,
+    task_from_record,
+    task_tokenizer,
+)
+from psheads.tasks.base import TRAINING_RECORD
 from tests import helpers
 
 
@@ -67,3 +85,63 @@ def test_get_task_refuses_a_name_that_is_not_a_string() -> None:
     """A list used to fail inside the registry lookup (unhashable type)."""
     with pytest.raises(TypeError, match=r"name must be a task name \(a string: one of .*number"):
         get_task(["number"])
+
+
+def _trained_on(task, folder: Path, record: object = None) -> transformers.PreTrainedTokenizerFast:
+    """The tokenizer of a model booted from ``folder``, where ``task``'s tokenizer lies beside
+    ``record`` (default: the record of a checkpoint trained on ``task``; None written: no record)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    task_tokenizer(task).save_pretrained(folder)
+    if record is None:
+        record = {"task": task.name, "task_options": {f.name: getattr(task, f.name) for f in dataclasses.fields(task)
+                                                      if f.init}, "step": 3}
+    if record is not False:
+        (folder / TRAINING_RECORD).write_text(record if isinstance(record, str) else json.dumps(record))
+    return transformers.PreTrainedTokenizerFast.from_pretrained(folder)
+
+
+def test_a_model_records_its_task_in_the_folder_its_tokenizer_came_from(tmp_path) -> None:
+    paper_b = LetterTask(sampling="paper-b")
+    tokenizer = _trained_on(paper_b, tmp_path / "letter")
+    assert tokenizer.name_or_path == str(tmp_path / "letter")
+    assert recorded_task(tokenizer) == paper_b
+    assert recorded_task(_trained_on(paper_b, tmp_path / "no-record", record=False)) is None
+    assert recorded_task(None) is None
+    assert recorded_task(task_tokenizer(paper_b)) is None  # built in memory: no folder
+    assert recorded_task(helpers.plain_tokenizer()) is None  # not a task's word list
+    for broken in ('{"steps": 3}', "[1, 2]", "{not json", '{"task": "letter", "task_options": {"sampling": "x"}}'):
+        assert recorded_task(_trained_on(paper_b, tmp_path / "broken", record=broken)) is None
+    other = {"task": "number", "task_options": {}}  # a record that does not name the tokenizer's task
+    assert recorded_task(_trained_on(paper_b, tmp_path / "stale", record=other)) is None
+
+
+def test_a_record_from_before_an_option_existed_reads_it_as_its_default(tmp_path) -> None:
+    """Records written before ``LetterTask.sampling`` existed (``letter-psheads``) lack it: the
+    default, psheads' sampling, is what they were trained with, so it must stay the default."""
+    old = {"task": "letter", "task_options": {"n_target": 8, "n_pre": 8, "n_letters": 8, "n_ints": 8}}
+    assert task_from_record(old) == LetterTask() and LetterTask().sampling == "psheads"
+    assert recorded_task(_trained_on(LetterTask(), tmp_path, record=old)) == LetterTask()
+    for record in ({"steps": 3}, [1], {"task": 5}, {"task": "letter", "task_options": [1]}):
+        with pytest.raises(ValueError, match="a training record needs a task name"):
+            task_from_record(record)
+    with pytest.raises(ValueError, match="Unknown task 'nope'"):
+        task_from_record({"task": "nope"})
+
+
+def test_check_settings_names_every_setting_that_differs_from_the_record(tmp_path) -> None:
+    tokenizer = _trained_on(LetterTask(sampling="paper-b"), tmp_path)
+    with pytest.warns(TaskSettingsWarning) as caught:
+        check_settings(LetterTask(n_pre=6), tokenizer, stacklevel=1)
+    assert len(caught) == 1 and caught[0].filename == __file__  # stacklevel 1: this line
+    message = str(caught[0].message)
+    assert message.startswith(f"Task 'letter' is drawn with other settings than this model was trained with "
+                              f"({tmp_path / TRAINING_RECORD}): n_pre is 6 here and 8 in training; sampling is "
+                              "'psheads' here and 'paper-b' in training")
+    assert "get_task('letter', n_pre=8, sampling='paper-b')" in message and "load_pretrained(name).task" in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_settings(LetterTask(sampling="paper-b"), tokenizer)  # its own task
+        check_settings(LetterTask(sampling="paper-b", extra_target=128, min_hops=2, max_hops=2), tokenizer)  # varied on purpose
+        check_settings(NumberTask(), tokenizer)  # another task: check_fits compares the words
+        check_settings(LetterTask(), _trained_on(LetterTask(), tmp_path / "no-record", record=False))
+        check_settings(LetterTask(), None)  # a plain Hugging Face model has no tokenizer

@@ -58,3 +58,23 @@ def test_a_capability_that_returns_something_else_is_refused() -> None:
         tasks.answer_ids(BadAnswers())
     with pytest.raises(ValueError, match="window must be at least 1"):
         tasks.with_window(NumberTask(), 0)
+
+
+def test_generator_settings_leave_out_what_the_front_ends_vary() -> None:
+    """A multi-hop task's settings are what a model trained on it expects again: not the length
+    (``extra_target``) nor the hop range, which evaluation varies on purpose."""
+    letter = LetterTask()
+    assert tasks.generator_settings(letter) == {"n_target": 8, "n_pre": 8, "n_letters": 8, "n_ints": 8,
+                                                "sampling": "psheads"}
+    assert tasks.generator_settings(NumberTask()) == {"n_target": 8, "n_pre": 8, "n_symbols": 120, "max_int": 16}
+    for varied in (tasks.at_length(letter, 145), tasks.with_window(letter, 40), tasks.with_hops(letter, 2)):
+        assert varied != letter and tasks.generator_settings(varied) == tasks.generator_settings(letter)
+    assert tasks.generator_settings(LetterTask(sampling="paper-b"))["sampling"] == "paper-b"
+    assert tasks.generator_settings(IndexTask()) is None  # declares none: never compared
+
+    @dataclasses.dataclass(frozen=True)
+    class BadSettings(IndexTask):
+        generator_settings: tuple = ("length",)
+
+    with pytest.raises(TypeError, match="generator_settings must be a dict of options, got tuple"):
+        tasks.generator_settings(BadSettings())

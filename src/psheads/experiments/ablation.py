@@ -253,7 +253,8 @@ def ablate(model_or_lens: Any, task: Task | str, interventions: Iterable[Interve
     Args:
         model_or_lens: a TransformerLens RoPE model (``TransformerBridge`` or ``HookedTransformer``)
             or a ``RopeLens``.
-        task: a task, or the name of a registered one.
+        task: a task, or the name of a registered one (the task the model was trained on with
+            other generator settings warns, as in ``psheads.evaluate``).
         interventions: ``Intervention`` objects with distinct names.
         n: test prompts.
         seed: seed of the prompts.

@@ -94,7 +94,9 @@ def length_generalization(model: torch.nn.Module, task: Task | str, lengths: Ite
         model_name: if given, the frame starts with a ``model`` column holding it (and
             ``attrs["model_name"]``), so that curves of several models concatenate.
         allow_task_mismatch: run a task whose ids mean other tokens to the model's tokenizer (a
-            model trained on another task); by default that raises.
+            model trained on another task); by default that raises. The task the model was
+            trained on with other generator settings (the letter task's ``sampling``, say) warns
+            instead, naming them (``psheads.tasks.TaskSettingsWarning``).
 
     Returns:
         One row per length and hop count ("1", "2", …, then "all"), in the order of ``lengths``:

@@ -46,13 +46,14 @@ from psheads.interface import validation
 from psheads.interface.distributed import ordered_map
 from psheads.interface.progress import progress_bar
 from psheads.measure.engine import CHUNK_BYTES
+from psheads.measure.evaluation import task_for_model
 from psheads.results import schema
 from psheads.rope import geometry
 from psheads.rope.backends.facts import tokenizer_of
 from psheads.rope.inputs import check_tokens
 from psheads.rope.layer import LayerCapture, LayerGeometry, rotated_keys, rotated_query
 from psheads.rope.lens import as_lens
-from psheads.tasks import Task, check_fits, checked_batch, get_task, with_hops
+from psheads.tasks import Task, check_fits, checked_batch, with_hops
 from psheads.tasks import at_length as tasks_at_length
 
 COLUMNS = tuple(schema.DISCREPANCY.names)
@@ -125,7 +126,8 @@ def discrepancy(model: Any, task: Task | str, lengths: Iterable[int] | None = No
         model: a TransformerLens RoPE model, a Hugging Face ``PreTrainedModel`` (see
             ``psheads.rope.backends.as_bridge``), or a ``RopeLens``.
         task: a task whose batches carry ``answer_positions`` (the target key), or a registered
-            name. Multi-hop tasks run as 1-hop prompts.
+            name (``psheads.measure.evaluation.task_for_model``: the model's own task when it
+            records one of that name). Multi-hop tasks run as 1-hop prompts.
         lengths: prompt lengths in tokens (see ``at_length``); None: the task's own length.
         layers: layers to measure (default: all).
         heads: query heads to measure (default: all).
@@ -136,7 +138,8 @@ def discrepancy(model: Any, task: Task | str, lengths: Iterable[int] | None = No
         model_name: if given, the frame starts with a ``model`` column holding it (and
             ``attrs["model_name"]``), so that frames of several models concatenate.
         allow_task_mismatch: measure a task whose ids mean other tokens to the model's tokenizer
-            (a model trained on another task); by default that raises.
+            (a model trained on another task); by default that raises. The task the model was
+            trained on with other generator settings warns instead (``task_for_model``).
 
     Returns:
         One row per length, layer and head with the columns of ``schema.DISCREPANCY``; ``df.attrs``
@@ -151,9 +154,7 @@ def discrepancy(model: Any, task: Task | str, lengths: Iterable[int] | None = No
     """
     model_name = schema.model_name(model_name)
     lens = as_lens(model)
-    task = get_task(task) if isinstance(task, str) else task
-    if not isinstance(task, Task):
-        raise TypeError(f"task must be a psheads task or the name of a registered one, got {type(task).__name__}.")
+    task = task_for_model(task, lens.model)
     n, seed = validation.integer(n, "n", minimum=1), validation.seed(seed)
     batch_size = validation.integer(batch_size, "batch_size", minimum=1)
     progress = validation.optional_boolean(progress, "progress")

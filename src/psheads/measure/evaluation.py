@@ -23,7 +23,17 @@ from psheads.interface.distributed import ordered_map
 from psheads.interface.progress import progress_bar
 from psheads.results import schema
 from psheads.rope.backends import facts
-from psheads.tasks import Task, TaskBatch, check_fits, checked_batch, get_task, window_of, with_window
+from psheads.tasks import (
+    Task,
+    TaskBatch,
+    check_fits,
+    check_settings,
+    checked_batch,
+    get_task,
+    recorded_task,
+    window_of,
+    with_window,
+)
 
 LOGITS_BYTES = 1 << 28
 """Bytes the fp32 logits of one batch may take. Within it the full logits are computed and the last
@@ -36,17 +46,27 @@ COLUMNS = ("task", "window", "length", "hops", "accuracy", "n", "chance")
 
 
 def task_for_model(task: Any, model: Any) -> Task:
-    """A task object for ``model``: a registered name is built; an LLM task gets the model's tokenizer."""
+    """A task object for ``model``.
+
+    A registered name is the model's own task when the model records a task of that name
+    (``psheads.tasks.recorded_task``: the shipped ``letter`` model's letter task has
+    ``sampling="paper-b"``), else the task built with its defaults. An LLM task gets the model's
+    tokenizer. A task object the model was trained on with other generator settings warns, naming
+    each (``psheads.tasks.check_settings``; the warning points at the line that called the caller
+    of this function).
+    """
+    tokenizer = facts.tokenizer_of(model)
     if isinstance(task, str):
-        task = get_task(task)
+        own = recorded_task(tokenizer)
+        task = own if own is not None and own.name == task else get_task(task)
     if not isinstance(task, Task):
         raise TypeError(f"task must be a psheads task or the name of a registered one, got {type(task).__name__}.")
     if hasattr(task, "for_tokenizer") and getattr(task, "tokenizer", False) is None:
-        tokenizer = facts.tokenizer_of(model)
         if tokenizer is None:
             raise ValueError(f"Task {task.name!r} is written for a tokenizer and this model has none (a plain Hugging "
                              "Face model?): pass task.for_tokenizer(tokenizer).")
         task = task.for_tokenizer(tokenizer)
+    check_settings(task, tokenizer, stacklevel=3)
     return task
 
 
@@ -144,8 +164,9 @@ def evaluate(model: torch.nn.Module, task: Task | str, n: int = 256, seed: int =
 
     Args:
         model: a ``TransformerBridge``, a ``HookedTransformer`` or a Hugging Face causal LM.
-        task: a task, or the name of a registered task. An LLM task without a tokenizer is built
-            for ``model.tokenizer``.
+        task: a task, or the name of a registered task (the model's own task when it records one
+            of that name: ``task_for_model``). An LLM task without a tokenizer is built for
+            ``model.tokenizer``.
         n: prompts per window.
         seed: seed of every window's prompts (``task.generate(n, seed)``).
         windows: target-window lengths, each evaluated with the task's other options unchanged
@@ -156,7 +177,9 @@ def evaluate(model: torch.nn.Module, task: Task | str, n: int = 256, seed: int =
         model_name: if given, the frame starts with a ``model`` column holding it (and
             ``attrs["model_name"]``), so that frames of several models concatenate.
         allow_task_mismatch: evaluate on a task whose ids mean other tokens to the model's
-            tokenizer (a model trained on another task); by default that raises.
+            tokenizer (a model trained on another task); by default that raises. A model that
+            gets the task it was trained on with other generator settings (the letter task's
+            ``sampling``, say) warns instead (``psheads.tasks.TaskSettingsWarning``), naming them.
 
     Returns:
         One row per window and hop count ("1", "2", …, then "all"): [``model``,] ``task`` (name),

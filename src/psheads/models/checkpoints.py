@@ -29,6 +29,7 @@ import safetensors.torch
 import torch
 
 from psheads.results import schema
+from psheads.tasks.base import TRAINING_RECORD
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,8 @@ TRAINER_TENSORS = "trainer_state.safetensors"
 """Optimizer state tensors (``optimizer.<param>.<name>``) and the RNG state (``rng.cpu``, uint8)."""
 TRAINER_JSON = "trainer_state.json"
 """The step, the optimizer's param groups and non-tensor state, and the scheduler state."""
-TRAINING_CONFIG = "training_config.json"
+TRAINING_CONFIG = TRAINING_RECORD
+"""The run's record: task, task options, step, training settings (``psheads.tasks.base.TRAINING_RECORD``)."""
 EVALUATION_CSV = "evaluation.csv"
 DYNAMICS_CSV = "dynamics.csv"
 LEGACY_TRAINER_STATE = "trainer_state.pt"

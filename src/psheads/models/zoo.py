@@ -21,7 +21,7 @@ import transformers
 from psheads.interface import reprs, validation
 from psheads.models.checkpoints import process_alive, save_model, sha256
 from psheads.results import schema
-from psheads.tasks.base import word_tokenizer
+from psheads.tasks.base import TRAINING_RECORD, task_from_record, word_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -372,8 +372,6 @@ def load_pretrained(name: str, dtype: torch.dtype = torch.float32, device: str =
             message names it).
         FileNotFoundError: a shipped model's files are missing from the installation.
     """
-    from psheads.tasks import get_task
-
     if not isinstance(name, str):
         raise TypeError(f"name must be a model name (a string: one of {PRETRAINED + tuple(LLMS)}), got "
                         f"{type(name).__name__}.")
@@ -388,11 +386,11 @@ def load_pretrained(name: str, dtype: torch.dtype = torch.float32, device: str =
     directory = PRETRAINED_DIR / name
     if not (directory / "config.json").exists():
         raise FileNotFoundError(f"The shipped model {name!r} is missing from {directory}; reinstall psheads.")
-    info = json.loads((directory / "training_config.json").read_text())
+    info = json.loads((directory / TRAINING_RECORD).read_text())
     curve = directory / "length_generalization.csv"
     return Pretrained(
         model=boot_local(directory, dtype=dtype, device=device, backend=backend),
-        task=get_task(info["task"], **info.get("task_options", {})),
+        task=task_from_record(info),
         evaluation=pd.read_csv(directory / "evaluation.csv", dtype={"hops": str}),
         dynamics=schema.ordered_labels(pd.read_csv(directory / "dynamics.csv")),
         info=info,
@@ -617,7 +615,7 @@ def export_checkpoint(checkpoint: str | Path, destination: str | Path, dtype: to
     model = transformers.GPTJForCausalLM.from_pretrained(checkpoint, dtype=torch.float32, use_safetensors=True).to(dtype)
     destination.mkdir(parents=True, exist_ok=True)
     save_model(model, destination, safe_serialization=True)
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "training_config.json"):
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", TRAINING_RECORD):
         if (checkpoint / name).exists():
             shutil.copy2(checkpoint / name, destination / name)
     return destination

@@ -482,13 +482,13 @@ def _entropy_at_init(runs: list[Run], config: ReportConfig, section: Section) ->
     import tempfile
 
     from psheads.models import checkpoints, training, zoo
-    from psheads.tasks import checked_batch, get_task, task_tokenizer
+    from psheads.tasks import checked_batch, task_tokenizer
 
     rows = []
     for run in runs:
         if run.shipped is None:
             continue
-        task = get_task(run.task)
+        task = run.shipped.task  # the task it was trained on (its recorded options)
         with tempfile.TemporaryDirectory() as folder:  # the untrained model of the run's seed, booted as trained ones are
             checkpoints.save_model(training.build_model(task, training.TrainConfig(seed=run.seed)), folder)
             task_tokenizer(task).save_pretrained(folder)

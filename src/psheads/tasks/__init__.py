@@ -4,20 +4,28 @@ registry for your own.
 
 A task has a ``name``, a ``vocabulary`` (word i is token id i) and ``generate(n, seed)``
 returning a ``TaskBatch``. ``register_task(name, factory)`` adds one; ``get_task(name)``
-builds it. A task may also change itself (``with_window``, ``at_length``, ``with_hops``) and
-declare its answer vocabulary (``answer_ids``): the functions of those names ask it.
+builds it. A task may also change itself (``with_window``, ``at_length``, ``with_hops``), declare
+its answer vocabulary (``answer_ids``) and the settings its prompts are drawn with
+(``generator_settings``): the functions of those names ask it. A model psheads trained or ships
+records its task (``recorded_task``); ``check_settings`` warns (``TaskSettingsWarning``) when it
+runs on that task drawn with other settings.
 """
 
 from psheads.tasks.base import (
     Task,
     TaskBatch,
+    TaskSettingsWarning,
     answer_ids,
     at_length,
     available_tasks,
     check_fits,
+    check_settings,
     checked_batch,
+    generator_settings,
     get_task,
+    recorded_task,
     register_task,
+    task_from_record,
     task_tokenizer,
     window_of,
     with_hops,
@@ -39,13 +47,18 @@ __all__ = [
     "RetrievalTask",
     "Task",
     "TaskBatch",
+    "TaskSettingsWarning",
     "answer_ids",
     "at_length",
     "available_tasks",
     "check_fits",
+    "check_settings",
     "checked_batch",
+    "generator_settings",
     "get_task",
+    "recorded_task",
     "register_task",
+    "task_from_record",
     "task_tokenizer",
     "window_of",
     "with_hops",

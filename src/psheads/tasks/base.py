@@ -1,9 +1,14 @@
-"""The task protocol, the batch a task generates, word-level tokenizers and the task registry."""
+"""The task protocol, the batch a task generates, word-level tokenizers, the task registry, and the
+task a trained model records."""
 
 from __future__ import annotations
 
+import json
+import logging
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -14,8 +19,13 @@ from torch import Tensor
 
 from psheads.interface import validation
 
+logger = logging.getLogger(__name__)
+
 UNKNOWN = "<unk>"
 BOS = "<bos>"
+TRAINING_RECORD = "training_config.json"
+"""The file beside a model psheads trained or ships (a checkpoint, a shipped model) that records its
+task (``task``, ``task_options``) and training settings."""
 
 
 @dataclass(frozen=True)
@@ -49,11 +59,13 @@ class TaskBatch:
 class Task(Protocol):
     """What psheads needs from a task: a name, a vocabulary and a seeded generator.
 
-    Optional capabilities, asked for through ``with_window``, ``at_length``, ``with_hops`` and
-    ``answer_ids`` in this module: a method ``with_window(window)`` (evaluation at other
-    windows), ``at_length(length)`` (length generalization, discrepancy at a length),
-    ``with_hops(hops)`` (1-hop prompts for the discrepancy), and properties ``window`` (the
-    target window's size, reported by ``evaluate``) and ``answer_ids`` (the answer vocabulary).
+    Optional capabilities, asked for through ``with_window``, ``at_length``, ``with_hops``,
+    ``answer_ids`` and ``generator_settings`` in this module: a method ``with_window(window)``
+    (evaluation at other windows), ``at_length(length)`` (length generalization, discrepancy at a
+    length), ``with_hops(hops)`` (1-hop prompts for the discrepancy), and properties ``window``
+    (the target window's size, reported by ``evaluate``), ``answer_ids`` (the answer vocabulary)
+    and ``generator_settings`` (the options a model trained on the task expects again:
+    ``check_settings``).
     """
 
     name: str
@@ -141,6 +153,21 @@ def answer_ids(task: Task, otherwise: str = "choose predictions over the whole v
             or int(ids.min()) < 0 or len(ids.unique()) != len(ids):
         raise ValueError(f"Task {name!r}: answer_ids must be a 1-D LongTensor of distinct non-negative token ids.")
     return ids
+
+
+def generator_settings(task: Task) -> dict[str, Any] | None:
+    """``task.generator_settings``: the options that decide how its prompts are drawn, those a model
+    trained on it expects again (not those the front-ends vary on purpose, such as the length or
+    the hop count); None when the task declares none.
+
+    Raises:
+        TypeError: they are not a dict.
+    """
+    settings = getattr(task, "generator_settings", None)
+    if settings is not None and not isinstance(settings, dict):
+        raise TypeError(f"Task {getattr(task, 'name', type(task).__name__)!r}: generator_settings must be a dict of "
+                        f"options, got {type(settings).__name__}.")
+    return settings
 
 
 def _checked_task(task: Any, method: str) -> Task:
@@ -239,6 +266,91 @@ def check_fits(task: Task, batch: TaskBatch, vocab_size: int | None, tokenizer: 
                              "task wrote (was it trained on another task?). Use the task the model was trained on "
                              "(load_pretrained(name).task), or pass allow_task_mismatch=True "
                              "(--allow-task-mismatch on the command line) if you mean it.")
+
+
+class TaskSettingsWarning(UserWarning):
+    """A model runs on the task it was trained on, but drawn with other generator settings."""
+
+
+def task_from_record(record: Any) -> Task:
+    """The task a training record (``TRAINING_RECORD``'s contents) names: ``get_task(record["task"],
+    **record["task_options"])``. Options an older psheads did not record take their defaults.
+
+    Raises:
+        ValueError: ``record`` is not a training record (no task name, or options that are not a dict),
+            or the registry refuses the task or its options.
+        TypeError: the task's factory refuses the options.
+    """
+    if not isinstance(record, dict) or not isinstance(record.get("task"), str) \
+            or not isinstance(record.get("task_options", {}), dict):
+        raise ValueError("a training record needs a task name under \"task\" (and a dict under \"task_options\")")
+    return get_task(record["task"], **record.get("task_options", {}))
+
+
+def _recorded(tokenizer: Any) -> tuple[Task, Path] | None:
+    """The task and the training record of the model whose tokenizer this is (``recorded_task``)."""
+    source = str(getattr(tokenizer, "name_or_path", "") or "") if tokenizer is not None else ""
+    path = Path(source) / TRAINING_RECORD if source else None
+    if path is None or not _is_task_tokenizer(tokenizer) or not path.is_file():
+        return None
+    try:
+        task = task_from_record(json.loads(path.read_text()))
+    except (OSError, UnicodeDecodeError, ValueError, TypeError) as err:
+        logger.debug("%s is no training record psheads can read (%s): the model's task is unknown", path, err)
+        return None
+    words = tokenizer.convert_ids_to_tokens(list(range(len(task.vocabulary))))
+    return (task, path) if list(words) == list(task.vocabulary) else None
+
+
+def recorded_task(tokenizer: Any) -> Task | None:
+    """The task a model was trained on, as the training record in the folder it was loaded from says.
+
+    A model psheads trained or ships is booted from a folder that holds its task's tokenizer
+    (``task_tokenizer``) and ``TRAINING_RECORD``, and its tokenizer remembers the folder
+    (``name_or_path``). The record counts only while it names the task whose words the tokenizer
+    holds. None for a model without one (a random model, an LLM, a plain Hugging Face model,
+    which carries no tokenizer) or with a record that cannot be read.
+
+    Args:
+        tokenizer: the model's tokenizer (``model.tokenizer``), or None.
+    """
+    found = _recorded(tokenizer)
+    return None if found is None else found[0]
+
+
+def check_settings(task: Task, tokenizer: Any, stacklevel: int = 2) -> None:
+    """Warn (``TaskSettingsWarning``) when a model runs on the task it was trained on, drawn otherwise.
+
+    The model's training record (``recorded_task``) names its task. When that task has
+    ``task``'s name and both declare ``generator_settings``, each setting that differs is named
+    with both values, and the warning says which task to pass instead. Nothing happens for a model
+    that records no task, for another task (``check_fits`` compares the words), or when the
+    settings agree. The options the front-ends vary on purpose (a multi-hop task's length and hop
+    range) are no generator settings.
+
+    Args:
+        task: the task about to generate the model's prompts.
+        tokenizer: the model's tokenizer (``model.tokenizer``), or None.
+        stacklevel: as ``warnings.warn``'s, counted from the caller (1: the caller's line; 2: the
+            line that called the caller).
+    """
+    found = _recorded(tokenizer)
+    if found is None or found[0].name != getattr(task, "name", None):
+        return
+    (recorded, path), absent = found, "<absent>"
+    ours, theirs = generator_settings(task), generator_settings(recorded)
+    if ours is None or theirs is None:
+        return
+    differing = {key: (ours.get(key, absent), theirs.get(key, absent)) for key in sorted(set(ours) | set(theirs), key=str)
+                 if ours.get(key, absent) != theirs.get(key, absent)}
+    if not differing:
+        return
+    named = "; ".join(f"{key} is {here!r} here and {there!r} in training" for key, (here, there) in differing.items())
+    options = "".join(f", {key}={there!r}" for key, (_, there) in differing.items() if there != absent)
+    warnings.warn(f"Task {recorded.name!r} is drawn with other settings than this model was trained with ({path}): "
+                  f"{named}, so the model meets prompts unlike those it learned. Pass the task it was trained on "
+                  f"(its name, load_pretrained(name).task or get_task({recorded.name!r}{options})), or filter "
+                  "psheads.tasks.TaskSettingsWarning if you mean it.", TaskSettingsWarning, stacklevel=stacklevel + 1)
 
 
 def word_tokenizer(words: list[str]) -> transformers.PreTrainedTokenizerFast:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import string
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from jaxtyping import Int
@@ -63,6 +64,14 @@ class _MultiHopTask:
     def answer_ids(self) -> Tensor:
         """The token ids an answer can take: ``0 … n_answers − 1`` (the vocabulary lists them first)."""
         return torch.arange(self.n_answers)
+
+    @property
+    def generator_settings(self) -> dict[str, Any]:
+        """Every option but those the front-ends vary on purpose: ``extra_target`` (``with_window``,
+        ``at_length``), ``min_hops`` and ``max_hops`` (``with_hops``). A model trained on this task
+        expects them again (``psheads.tasks.check_settings``)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.init and f.name not in ("extra_target", "min_hops", "max_hops")}
 
     @property
     def window(self) -> int:
@@ -208,7 +217,9 @@ class LetterTask(_MultiHopTask):
             one-match rule needs); the query's first letter and off-path second letters are free.
             ``"paper-b"``: as paper B's generator, the answer's letter and every hop letter are
             banned from every filler's first letter, the query's first letter and every off-path
-            second letter.
+            second letter. The shipped ``letter`` model was trained with ``"paper-b"``;
+            ``letter-psheads``, and every run recorded before this option existed, with the
+            default (run a model on its own task: ``load_pretrained(name).task``, or its name).
     """
 
     n_letters: int = 8
