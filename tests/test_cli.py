@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shutil
+import sys
 from typing import get_args
 
 import pandas as pd
@@ -364,3 +366,28 @@ def test_obscure_failures_are_one_line(directory, prompts, tmp_path, monkeypatch
     monkeypatch.setattr(cli, "_load", interrupted)
     assert cli.main(["lengthgen", str(directory), "--task", "number", "--lengths", "17", "--quiet"]) == 130
     assert capsys.readouterr().err == "psheads lengthgen: interrupted\n"
+
+
+def test_a_folder_an_environment_or_a_closed_pipe_is_not_a_traceback(tmp_path, monkeypatch, capsys) -> None:
+    """Issue 37's CLI cases: a folder without a model, WORLD_SIZE without a launcher, a reader that
+    went away (`psheads score number | head -1`)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli.main(["score", str(empty), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert f"no model in {empty}: the folder has no config.json" in err and len(err.splitlines()) == 1
+    with monkeypatch.context() as patched:
+        patched.setenv("WORLD_SIZE", "2")
+        for name in ("RANK", "MASTER_ADDR", "MASTER_PORT"):
+            patched.delenv(name, raising=False)
+        assert cli.main(["score", "number", "--n", "2", "--layers", "0", "--quiet"]) == 1
+        err = capsys.readouterr().err
+        assert "WORLD_SIZE is 2 but" in err and "launch with torchrun" in err and "Traceback" not in err
+        assert len(err.splitlines()) == 1
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone: every write to the pipe fails with EPIPE
+    with os.fdopen(write, "w") as closed, monkeypatch.context() as patched:
+        patched.setattr(sys, "stdout", closed)
+        assert cli.main(["score", "number", "--n", "2", "--layers", "0", "--quiet"]) == 0
+        closed.flush()  # its descriptor now leads nowhere: nothing fails at exit either
+    assert "Broken pipe" not in capsys.readouterr().err

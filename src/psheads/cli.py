@@ -152,6 +152,9 @@ def _model_task(model: str, needed: bool = True) -> Any:
     directory = zoo.PRETRAINED_DIR / model if model in zoo.PRETRAINED else Path(model)
     if model not in zoo.PRETRAINED and not directory.is_dir():
         raise CommandError(f"{model!r} is neither a known model {zoo.PRETRAINED + tuple(zoo.LLMS)} nor a folder")
+    if model not in zoo.PRETRAINED and not (directory / "config.json").is_file():
+        raise CommandError(f"no model in {model}: the folder has no config.json; pass a folder that save_pretrained "
+                           f"wrote, or one of the known models {zoo.PRETRAINED + tuple(zoo.LLMS)}")
     record = directory / TRAINING_RECORD  # a psheads training checkpoint knows its task
     if not record.is_file():
         return None
@@ -749,9 +752,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     with _console(args.command), _stdout_on_rank_0():
         try:
-            return args.run(args)
+            status = args.run(args)
+            sys.stdout.flush()  # here, not at exit: a reader that went away is seen below
+            return status
         except UsageError as err:
             args.parser.error(str(err))
+        except BrokenPipeError:  # `psheads score … | head -1`: a closed stdout is not a failure
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
         except (CommandError, ValueError, TypeError, OSError) as err:
             print(f"psheads {args.command}: {err}", file=sys.stderr)
             return 1

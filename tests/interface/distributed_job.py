@@ -47,7 +47,7 @@ def frames() -> dict[str, pd.DataFrame]:
 def disagreements(rank: int) -> dict[str, str]:
     """What each call in which this rank's work differs from rank 0's raised (``type: message``), by
     what differs: the prompts (each rank its own seed, the usual DDP habit), their count, the batch
-    size, and the count of an ``evaluate``."""
+    size, and the count and the seed of an ``evaluate``."""
     import psheads as ps
 
     model = ps.zoo.load_pretrained("number").model
@@ -59,6 +59,7 @@ def disagreements(rank: int) -> dict[str, str]:
         "batch_size": lambda: ps.frequency_profile(model, task.generate(24, seed=0).tokens, batch_size=8 - 2 * rank,
                                                    progress=False),
         "evaluate": lambda: ps.evaluate(model, "number", n=24 - 8 * rank, batch_size=8, progress=False),
+        "evaluate seed": lambda: ps.evaluate(model, "number", n=24, seed=rank, batch_size=8, progress=False),
     }
     raised = {}
     for name, call in calls.items():

@@ -68,7 +68,7 @@ def test_ranks_that_pass_different_work_all_stop_with_one_message(tmp_path: Path
     raised = [pickle.loads((tmp_path / f"rank{rank}.pkl").read_bytes()) for rank in range(2)]
     assert raised[0] == raised[1]  # the same error on every rank, before any work: the ranks stay in step
     differences = {"prompts": "in ids.", "count": "in count (24 vs 16), shapes", "batch_size": "in batch_size (8 vs 6)",
-                   "evaluate": "in items (range(0, 24, 8) vs range(0, 16, 8))."}
+                   "evaluate": "in count (24 vs 16), shapes", "evaluate seed": "in ids, answers."}
     for name, difference in differences.items():
         message = raised[0][name]
         assert message.startswith("ValueError: every rank must pass the same prompts"), message

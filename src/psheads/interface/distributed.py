@@ -91,7 +91,7 @@ def _initialise() -> None:
     """The default process group from ``torchrun``'s environment, destroyed at exit."""
     missing = [name for name in ("RANK", "MASTER_ADDR", "MASTER_PORT") if name not in os.environ]
     if missing:
-        raise RuntimeError(f"WORLD_SIZE is {os.environ['WORLD_SIZE']} but {', '.join(missing)} is not set: launch with "
+        raise ValueError(f"WORLD_SIZE is {os.environ['WORLD_SIZE']} but {', '.join(missing)} is not set: launch with "
                            "torchrun (or srun with those variables), or call torch.distributed.init_process_group "
                            "yourself.")
     backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"

@@ -43,7 +43,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from psheads.interface import validation
-from psheads.interface.distributed import ordered_map
+from psheads.interface.distributed import fingerprint, ordered_map
 from psheads.interface.progress import progress_bar
 from psheads.measure.engine import CHUNK_BYTES
 from psheads.measure.evaluation import task_for_model
@@ -213,7 +213,8 @@ def _one_length(lens: Any, task: Task, size: int | None, layers: list[int], head
         return out
 
     totals: dict[int, dict[str, Tensor]] = {}
-    for batch_margins in ordered_map(margins, range(0, n, batch_size), bar=bar):
+    for batch_margins in ordered_map(margins, range(0, n, batch_size), bar=bar, agree=lambda: fingerprint(
+            tokens, answer_positions=targets.tolist(), batch_size=batch_size, layers=layers, heads=heads)):
         for layer, (raw, normalised) in batch_margins.items():
             total = totals.setdefault(layer, {"min_raw": raw.amin(0), "min_norm": normalised.amin(0),
                                               "sum_raw": torch.zeros(len(heads), dtype=torch.float64),

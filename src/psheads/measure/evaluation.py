@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from psheads.interface import validation
-from psheads.interface.distributed import ordered_map
+from psheads.interface.distributed import fingerprint, ordered_map
 from psheads.interface.progress import progress_bar
 from psheads.results import schema
 from psheads.rope.backends import facts
@@ -110,7 +110,9 @@ def _hits(model: Any, batch: TaskBatch, candidates: Tensor | None, batch_size: i
             predicted = options.gather(1, logits.gather(1, options).argmax(-1, keepdim=True)).squeeze(1)
         return predicted.cpu() == batch.answers[start:start + batch_size]
 
-    return torch.cat(list(ordered_map(correct, range(0, len(batch), batch_size), bar=bar)))
+    return torch.cat(list(ordered_map(correct, range(0, len(batch), batch_size), bar=bar,
+                                      agree=lambda: fingerprint(batch.tokens, answers=batch.answers.tolist(),
+                                                                batch_size=batch_size))))
 
 
 def batch_accuracy(model: Any, task: Task, batch: TaskBatch, batch_size: int, bar: Any = None,
