@@ -115,5 +115,5 @@ def test_a_world_size_without_a_launcher_says_what_to_do(monkeypatch: pytest.Mon
     monkeypatch.setenv("WORLD_SIZE", "2")
     for name in ("RANK", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(name, raising=False)
-    with pytest.raises(RuntimeError, match="launch with torchrun"):
+    with pytest.raises(ValueError, match="launch with torchrun"):
         distributed.world()
