@@ -10,7 +10,7 @@ import argparse
 import pandas as pd
 
 from psheads import RopeLens, frequency_profile, load_pretrained, score_heads
-from psheads.reproduction.references import PAPER_B_FREQUENCY_ID
+from psheads.reproduction.references import PAPER_B_TABLE_1
 from psheads.results.analysis import learned_at
 
 
@@ -31,7 +31,7 @@ def main() -> None:
         table["dominant_plane"] = profile["dominant_plane"].to_numpy()
         table["mean_frequency_id"] = profile["mean_frequency_id"].round(1).to_numpy()
         table["softmax_id"] = paper_b_style["mean_frequency_id"].round(1).to_numpy()
-        table["paper_B_id"] = PAPER_B_FREQUENCY_ID[name]
+        table["paper_B_id"] = PAPER_B_TABLE_1[name]
         print(f"\n===== {name}: shipped accuracy =====")
         print(shipped.evaluation.to_string(index=False))
         print(f"\n===== {name}: heads of the shipped model ({args.prompts} prompts) =====")

@@ -481,7 +481,7 @@ def _demo_shipped(args: argparse.Namespace) -> int:
     from psheads.measure.frequency_profile import frequency_profile
     from psheads.measure.scoring import score_heads
     from psheads.models import zoo
-    from psheads.reproduction.references import PAPER_B_FREQUENCY_ID
+    from psheads.reproduction.references import PAPER_B_TABLE_1
     from psheads.rope.lens import RopeLens
     from psheads.tasks import checked_batch
 
@@ -500,7 +500,7 @@ def _demo_shipped(args: argparse.Namespace) -> int:
         print(f"{'layer':>5} {'positional':>10} {'symbolic':>8} {'label':>10} {'entropy':>7} "
               f"{'dominant':>8} {'mean_id':>7} {'B_style_id':>10} {'paper_B_id':>10}")
         for row, prof, ours, paper in zip(scores.itertuples(), profile.itertuples(), softmax.itertuples(),
-                                          PAPER_B_FREQUENCY_ID[name]):
+                                          PAPER_B_TABLE_1[name]):
             print(f"{row.layer:>5} {row.positional:>10.3f} {row.symbolic:>8.3f} {row.label:>10} {row.entropy:>7.3f} "
                   f"{prof.dominant_plane:>8} {prof.mean_frequency_id:>7.1f} {ours.mean_frequency_id:>10.1f} {paper:>10}")
         print("mean_id: usage-weighted; B_style_id: paper B's definition (softmax of each plane's maximum logit), "

@@ -106,8 +106,6 @@ PAPER_B_TABLE_1: dict[str, list[int]] = {
 }
 """Paper B, table 1: frequency ID per layer (layers 0–11) of the trained number and letter models.
 Paper B publishes no formula for it; psheads' usage-weighted mean is a different definition."""
-PAPER_B_FREQUENCY_ID = PAPER_B_TABLE_1
-"""The name ``PAPER_B_TABLE_1`` had before issue 36."""
 
 
 @dataclass(frozen=True)
