@@ -77,18 +77,31 @@ def _is_module(dotted: str) -> bool:
 
 def imports_of(tree: ast.AST, module: str, is_package: bool) -> set[str]:
     """Every psheads module ``tree`` imports, anywhere in it (functions and TYPE_CHECKING too)."""
-    found = set()
+    found, faces = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "psheads"}
+            faces |= {alias.asname or alias.name for alias in node.names if alias.name == "psheads"}
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(node, module, is_package)
             if base.split(".")[0] != "psheads":
                 continue
             for alias in node.names:
                 candidate = f"{base}.{alias.name}"
-                found.add(candidate if _is_module(candidate) else base)
+                found.add(candidate if _is_module(candidate) else face_home(alias.name) if base == "psheads" else base)
+    for node in ast.walk(tree):  # `import psheads` then `psheads.score_heads(...)`: the name's home
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in faces:
+            found.add(face_home(node.attr))
     return {name for name in found if name != "psheads"}
+
+
+def face_home(name: str) -> str:
+    """The module a name of the package face comes from (``score_heads`` → ``psheads.measure.scoring``):
+    its home in ``psheads._HOMES``, or the submodule of that name; the face itself for its own data
+    (``__version__``, ``LAYERS``)."""
+    if name in psheads._HOMES:
+        return f"psheads.{psheads._HOMES[name]}"
+    return f"psheads.{name}" if _is_module(f"psheads.{name}") else "psheads"
 
 
 def private_uses(tree: ast.AST, module: str, is_package: bool) -> set[str]:

@@ -55,6 +55,17 @@ def test_the_checks_catch_counter_examples() -> None:
     assert ".original_model" in spotted and ".run_with_hooks" in spotted and "hook name 'blocks.0" in spotted
 
 
+def test_calls_through_the_package_face_count_as_imports() -> None:
+    """``import psheads`` inside the package is no blind spot: each public name it reads counts as an
+    import of that name's home, so a low layer calling ``psheads.train`` is an upward import."""
+    tree = ast.parse("import psheads\nfrom psheads import score_heads\ndef f(model):\n    psheads.train(model)\n"
+                     "    return psheads.__version__\n")
+    found = architecture.imports_of(tree, "psheads.rope.example", is_package=False)
+    assert found == {"psheads.models.training", "psheads.measure.scoring"}
+    order = {name: index for index, name in enumerate(architecture.layer_names())}
+    assert all(order[architecture.layer_of(name)] > order["rope"] for name in found)
+
+
 def test_no_import_cycles() -> None:
     assert not architecture.cycles(), "\n".join(" -> ".join(cycle) for cycle in architecture.cycles())
 

@@ -87,8 +87,8 @@ _HOMES = {
     "ProfileConfig": "measure.frequency_profile",
     "PromptOptions": "measure.prompts",
     "RopeLens": "rope.lens",
-    "ScoreConfig": "measure.scoring",
-    "ScoreMethod": "measure.methods",
+    "ScoreConfig": "measure.methods.base",
+    "ScoreMethod": "measure.methods.base",
     "SelfCheckError": "rope.lens",
     "TrainConfig": "models.training",
     "UnsupportedModelError": "rope.families",
@@ -99,11 +99,11 @@ _HOMES = {
     "length_generalization": "experiments.lengthgen",
     "load_frame": "results.files",
     "load_pretrained": "models.zoo",
-    "register_score_method": "measure.methods",
+    "register_score_method": "measure.methods.base",
     "save_frame": "results.files",
     "score_heads": "measure.scoring",
-    "score_methods": "measure.methods",
-    "swap_attention": "measure.scoring",
+    "score_methods": "measure.methods.base",
+    "swap_attention": "measure.methods.swap",
     "train": "models.training",
 }
 """The module that defines each public function and class."""
@@ -146,9 +146,10 @@ if TYPE_CHECKING:
     from psheads.measure.discrepancy import discrepancy
     from psheads.measure.evaluation import evaluate
     from psheads.measure.frequency_profile import FrequencyProfile, ProfileConfig, frequency_profile
-    from psheads.measure.methods import ScoreMethod, register_score_method, score_methods
+    from psheads.measure.methods.base import ScoreConfig, ScoreMethod, register_score_method, score_methods
+    from psheads.measure.methods.swap import swap_attention
     from psheads.measure.prompts import PromptOptions
-    from psheads.measure.scoring import ScoreConfig, score_heads, swap_attention
+    from psheads.measure.scoring import score_heads
     from psheads.models import theory
     from psheads.models.training import TrainConfig, train
     from psheads.models.zoo import load_pretrained

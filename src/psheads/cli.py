@@ -145,7 +145,8 @@ def _check_html(path: str | None, flag: str, force: bool) -> None:
 def _model_task(model: str, needed: bool = True) -> Any:
     """The task ``model`` was trained on, or None (an LLM, or a folder without a training record)."""
     from psheads.models import zoo
-    from psheads.tasks.base import TRAINING_RECORD, task_from_record
+    from psheads.tasks.base import TRAINING_RECORD
+    from psheads.tasks.records import task_from_record
 
     if model in zoo.LLMS:
         return None
@@ -307,19 +308,36 @@ def _prompt_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"batch_size": args.batch_size, "layers": args.layers, "prepend_bos": False if args.no_bos else None}
 
 
+def _method_options(pairs: list[str]) -> dict[str, Any]:
+    """``--option NAME=VALUE`` pairs as a dict; a value is read as JSON (a number, true, false, a list)
+    when it parses, as text otherwise."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name.isidentifier():
+            raise ValueError(f"--option takes NAME=VALUE (an option of the score method, e.g. tau=1e-3), got {pair!r}.")
+        try:
+            options[name] = json.loads(text)
+        except json.JSONDecodeError:
+            options[name] = text
+    return options
+
+
 def _score(args: argparse.Namespace) -> int:
     _check_out(args.out, args.force)  # first: a wrong extension fails before torch is imported
     from psheads.measure.scoring import ScoreConfig, score_heads
-    from psheads.results import schema
 
     with _as_usage():
-        config = ScoreConfig().replace(method=args.method, block_size=args.block_size, by_frequency=args.by_frequency,
+        method_options = _method_options(args.option)
+        if args.block_size is not None:
+            method_options["block_size"] = args.block_size
+        config = ScoreConfig().replace(method=args.method, by_frequency=args.by_frequency, **method_options,
                                        **_prompt_options(args))
     source, device = _prompt_source(args), _device(args)
     model = _load(args.model, args.dtype, device, args.quiet)
     frame = score_heads(model, _prompts(source, model, args), config, progress=_progress(args))
     _write(frame, args.out)
-    shown = [name for name in schema.SCORES.names if name in frame.columns and name != "kv_head"]
+    shown = [name for name in frame.columns if name != "kv_head"]  # a method's own columns included
     print(frame[shown].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     return 0
 
@@ -609,7 +627,11 @@ def _add_score(sub: Any) -> None:
     score.add_argument("--method", default="swap", help="score method: swap (paper B's swap score), anova "
                                                         "(all-permutation shares) or one registered with "
                                                         "psheads.register_score_method")
-    score.add_argument("--block-size", type=_positive_int, default=1, metavar="B", help="positions per swapped block")
+    score.add_argument("--block-size", type=_positive_int, metavar="B",
+                       help="positions per swapped block (method swap; default 1)")
+    score.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                       help="an option of the score method (repeatable), e.g. --option tau=1e-3; values are read as "
+                            "JSON (numbers, true/false), else as text; the frame's attrs record them")
     score.add_argument("--by-frequency", action="store_true",
                        help="score every RoPE plane as its own head (adds the plane and theta columns)")
 

@@ -83,8 +83,8 @@ def test_the_compiled_swap_kernel_equals_the_eager_one(monkeypatch, block_size, 
     logits = _plane_like(3, 1100, softcap, seed=block_size)
     monkeypatch.setenv(kernels.COMPILE_ENV, "0")
     eager = methods.swap_scores(logits, block_size, 1e-4)
-    fused = kernels.Fused(methods._tile_row_sums)
-    monkeypatch.setattr(methods, "_tile_kernel", fused)
+    fused = kernels.Fused(methods.swap._tile_row_sums)
+    monkeypatch.setattr(methods.swap, "_tile_kernel", fused)
     monkeypatch.setenv(kernels.COMPILE_ENV, "1")
     compiled = methods.swap_scores(logits, block_size, 1e-4)
     assert fused._compiled is not None and not fused._failed

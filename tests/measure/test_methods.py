@@ -190,7 +190,7 @@ def registered():
     try:
         yield method
     finally:
-        methods._METHODS.pop(method.name)
+        methods.base._METHODS.pop(method.name)
 
 
 def test_a_registered_method_runs_through_score_heads(model_factory, registered) -> None:

@@ -26,7 +26,6 @@ removed when an intervention ends, also on error, and the model's training flags
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -40,12 +39,12 @@ from torch import Tensor
 from psheads.interface import validation
 from psheads.interface.config import from_known_fields
 from psheads.interface.progress import progress_bar
-from psheads.measure.evaluation import batch_accuracy, last_logits, task_for_model
+from psheads.measure.evaluation import batch_accuracy, last_logits
 from psheads.results import schema
 from psheads.rope.backends import HookSite
 from psheads.rope.backends.facts import preserved_state
 from psheads.rope.lens import RopeLens, as_lens
-from psheads.tasks import Task, checked_batch
+from psheads.tasks import Task, checked_batch, task_for_model, task_options
 
 logger = logging.getLogger(__name__)
 
@@ -278,6 +277,7 @@ def ablate(model_or_lens: Any, task: Task | str, interventions: Iterable[Interve
     batch_size = validation.integer(batch_size, "batch_size", minimum=1)
     progress = validation.optional_boolean(progress, "progress")
     task = task_for_model(task, model)
+    options = task_options(task)  # before any work: a task that cannot record itself is refused
     chosen = list(interventions) if isinstance(interventions, Iterable) else [interventions]
     for intervention in chosen:
         if not isinstance(intervention, Intervention):
@@ -302,8 +302,7 @@ def ablate(model_or_lens: Any, task: Task | str, interventions: Iterable[Interve
             frames.append(rows)
             logger.info("%s: accuracy %.4f on %d prompts", name, float(rows["accuracy"].iloc[-1]), n)
     frame = pd.concat(frames, ignore_index=True)[list(COLUMNS)]
-    options = dataclasses.asdict(task) if dataclasses.is_dataclass(task) else {}
-    frame.attrs = {"task": task.name, "task_options": {k: v for k, v in options.items() if k != "name"}, "n": n,
+    frame.attrs = {"task": task.name, "task_options": options, "n": n,
                    "seed": seed, "batch_size": batch_size, "interventions": [each.to_dict() for each in chosen],
                    "head_ablation": HEAD_ABLATION, "model": lens.backend.model_name, "backend": lens.backend.kind,
                    "versions": schema.versions()}

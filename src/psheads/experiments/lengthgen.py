@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Iterable
 from typing import Literal, get_args
 
@@ -24,11 +23,10 @@ import pandas as pd
 import torch
 
 from psheads.interface import validation
-from psheads.interface.progress import progress_bar
-from psheads.measure.evaluation import batch_accuracy, check_model, task_for_model
+from psheads.measure.evaluation import accuracy_request, accuracy_runs
 from psheads.results import schema
-from psheads.rope.backends.facts import context_length, preserved_state
-from psheads.tasks import Task, answer_ids, at_length, checked_batch
+from psheads.rope.backends.facts import context_length
+from psheads.tasks import Task, TaskBatch, answer_ids, at_length, task_options
 
 logger = logging.getLogger(__name__)
 
@@ -113,15 +111,12 @@ def length_generalization(model: torch.nn.Module, task: Task | str, lengths: Ite
             below the task's shortest prompt or beyond the model's context; ids outside the model's
             vocabulary, or meaning other tokens to its tokenizer.
     """
-    check_model(model)
-    n, seed = validation.integer(n, "n", minimum=1), validation.seed(seed)
+    request = accuracy_request(model, task, n, seed, progress, model_name, allow_task_mismatch)
+    task, n = request.task, request.n
     token_budget = validation.integer(token_budget, "token_budget", minimum=1)
-    progress = validation.optional_boolean(progress, "progress")
-    allow_task_mismatch = validation.boolean(allow_task_mismatch, "allow_task_mismatch")
-    model_name = schema.model_name(model_name)
     if answers not in get_args(Answers):
         raise ValueError(f"answers must be one of {get_args(Answers)}, got {answers!r}.")
-    task = task_for_model(task, model)
+    options = {key: value for key, value in task_options(task).items() if key != "extra_target"}
     sizes = list(validation.integers(lengths, "lengths", minimum=1, unique=True))
     if not sizes:
         raise ValueError("lengths must list at least one prompt length.")
@@ -138,29 +133,28 @@ def length_generalization(model: torch.nn.Module, task: Task | str, lengths: Ite
     candidates = answer_ids(task, otherwise="pass answers='vocabulary' for the whole-vocabulary argmax") \
         if answers == "task" else None
     per_forward = [prompts_per_forward(length, token_budget) for length in sizes]
+
+    expected = iter(sizes)
+
+    def at_its_length(each: Task, batch: TaskBatch) -> TaskBatch:
+        length = next(expected)
+        if batch.tokens.shape[1] != length:
+            raise ValueError(f"Task {task.name!r}: at_length({length}) gave prompts of {batch.tokens.shape[1]} "
+                             f"tokens, not {length}.")
+        return batch if candidates is None else dataclasses.replace(batch, candidates=candidates)
+
     frames, seconds, n_candidates = [], [], None
-    with progress_bar(total=sum(-(-n // k) for k in per_forward), desc="length generalization",
-                      progress=progress) as bar, \
-            torch.no_grad(), preserved_state(model):
-        for length, each, batch_size in zip(sizes, lengthened, per_forward):
-            start = time.perf_counter()
-            batch = checked_batch(each, n, seed=seed)
-            if batch.tokens.shape[1] != length:
-                raise ValueError(f"Task {task.name!r}: at_length({length}) gave prompts of {batch.tokens.shape[1]} "
-                                 f"tokens, not {length}.")
-            if candidates is not None:
-                batch = dataclasses.replace(batch, candidates=candidates)
-            rows, n_candidates = batch_accuracy(model, task, batch, batch_size, bar, allow_task_mismatch)
-            rows.insert(0, "length", length)
-            frames.append(rows)
-            seconds.append(time.perf_counter() - start)
-            logger.info("length %d: accuracy %.4f on %d prompts in %.1f s", length,
-                        float(rows["accuracy"].iloc[-1]), n, seconds[-1])
+    for length, run in zip(sizes, accuracy_runs(model, request, list(zip(lengthened, per_forward)),
+                                                 "length generalization", at_its_length)):
+        run.rows.insert(0, "length", length)
+        frames.append(run.rows)
+        seconds.append(run.seconds)
+        n_candidates = run.n_candidates
+        logger.info("length %d: accuracy %.4f on %d prompts in %.1f s", length,
+                    float(run.rows["accuracy"].iloc[-1]), n, seconds[-1])
     frame = pd.concat(frames, ignore_index=True)[list(COLUMNS)]
-    options = {key: value for key, value in (dataclasses.asdict(task) if dataclasses.is_dataclass(task) else {}).items()
-               if key not in ("name", "extra_target")}
-    frame.attrs = {"task": task.name, "task_options": options, "lengths": sizes, "n": n, "seed": seed,
+    frame.attrs = {"task": task.name, "task_options": options, "lengths": sizes, "n": n, "seed": request.seed,
                    "token_budget": token_budget, "answers": answers, "n_candidates": n_candidates,
                    "prompts_per_forward": per_forward, "seconds": seconds, "context": context,
                    "versions": schema.versions()}
-    return schema.tag_model(frame, model_name)
+    return schema.tag_model(frame, request.model_name)

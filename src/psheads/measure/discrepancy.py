@@ -46,14 +46,13 @@ from psheads.interface import validation
 from psheads.interface.distributed import fingerprint, ordered_map
 from psheads.interface.progress import progress_bar
 from psheads.measure.engine import CHUNK_BYTES
-from psheads.measure.evaluation import task_for_model
 from psheads.results import schema
 from psheads.rope import geometry
 from psheads.rope.backends.facts import tokenizer_of
 from psheads.rope.inputs import check_tokens
 from psheads.rope.layer import LayerCapture, LayerGeometry, rotated_keys, rotated_query
 from psheads.rope.lens import as_lens
-from psheads.tasks import Task, check_fits, checked_batch, with_hops
+from psheads.tasks import Task, check_fits, checked_batch, task_for_model, with_hops
 from psheads.tasks import at_length as tasks_at_length
 
 COLUMNS = tuple(schema.DISCREPANCY.names)
@@ -126,7 +125,7 @@ def discrepancy(model: Any, task: Task | str, lengths: Iterable[int] | None = No
         model: a TransformerLens RoPE model, a Hugging Face ``PreTrainedModel`` (see
             ``psheads.rope.backends.as_bridge``), or a ``RopeLens``.
         task: a task whose batches carry ``answer_positions`` (the target key), or a registered
-            name (``psheads.measure.evaluation.task_for_model``: the model's own task when it
+            name (``psheads.tasks.task_for_model``: the model's own task when it
             records one of that name). Multi-hop tasks run as 1-hop prompts.
         lengths: prompt lengths in tokens (see ``at_length``); None: the task's own length.
         layers: layers to measure (default: all).

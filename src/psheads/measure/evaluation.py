@@ -10,8 +10,10 @@ module's training flag is restored afterwards.
 
 from __future__ import annotations
 
+import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -27,10 +29,8 @@ from psheads.tasks import (
     Task,
     TaskBatch,
     check_fits,
-    check_settings,
     checked_batch,
-    get_task,
-    recorded_task,
+    task_for_model,
     window_of,
     with_window,
 )
@@ -43,31 +43,6 @@ to the last position before the unembedding; a model that allows neither runs fe
 
 COLUMNS = ("task", "window", "length", "hops", "accuracy", "n", "chance")
 """The columns of ``evaluate``'s frame."""
-
-
-def task_for_model(task: Any, model: Any) -> Task:
-    """A task object for ``model``.
-
-    A registered name is the model's own task when the model records a task of that name
-    (``psheads.tasks.recorded_task``: the shipped ``letter`` model's letter task has
-    ``sampling="paper-b"``), else the task built with its defaults. An LLM task gets the model's
-    tokenizer. A task object the model was trained on with other generator settings warns, naming
-    each (``psheads.tasks.check_settings``; the warning points at the line that called the caller
-    of this function).
-    """
-    tokenizer = facts.tokenizer_of(model)
-    if isinstance(task, str):
-        own = recorded_task(tokenizer)
-        task = own if own is not None and own.name == task else get_task(task)
-    if not isinstance(task, Task):
-        raise TypeError(f"task must be a psheads task or the name of a registered one, got {type(task).__name__}.")
-    if hasattr(task, "for_tokenizer") and getattr(task, "tokenizer", False) is None:
-        if tokenizer is None:
-            raise ValueError(f"Task {task.name!r} is written for a tokenizer and this model has none (a plain Hugging "
-                             "Face model?): pass task.for_tokenizer(tokenizer).")
-        task = task.for_tokenizer(tokenizer)
-    check_settings(task, tokenizer, stacklevel=3)
-    return task
 
 
 def last_logits(model: Any, tokens: Tensor) -> Tensor:
@@ -154,6 +129,62 @@ def check_model(model: Any) -> None:
                         f"{type(model).__name__}.")
 
 
+@dataclass(frozen=True)
+class AccuracyRequest:
+    """The checked arguments every accuracy front-end shares (``accuracy_request``)."""
+
+    task: Task
+    n: int
+    seed: int
+    progress: bool | None
+    model_name: str | None
+    allow_task_mismatch: bool
+
+
+def accuracy_request(model: Any, task: Any, n: Any, seed: Any, progress: Any, model_name: Any,
+                     allow_task_mismatch: Any) -> AccuracyRequest:
+    """Check the arguments ``evaluate``, ``length_generalization`` and the like share; the task is the
+    model's own (``psheads.tasks.task_for_model``, whose settings warning points at the line that
+    called the front-end)."""
+    check_model(model)
+    n, seed = validation.integer(n, "n", minimum=1), validation.seed(seed)
+    progress = validation.optional_boolean(progress, "progress")
+    allow_task_mismatch = validation.boolean(allow_task_mismatch, "allow_task_mismatch")
+    model_name = schema.model_name(model_name)
+    return AccuracyRequest(task_for_model(task, model, stacklevel=3), n, seed, progress, model_name,
+                           allow_task_mismatch)
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """One condition's result (``accuracy_runs``): its task and prompts, ``batch_accuracy``'s rows and
+    candidate count, and the seconds it took."""
+
+    task: Task
+    batch: TaskBatch
+    rows: pd.DataFrame
+    n_candidates: int | None
+    seconds: float
+
+
+def accuracy_runs(model: Any, request: AccuracyRequest, conditions: Sequence[tuple[Task, int]], desc: str,
+                  prepare: Callable[[Task, TaskBatch], TaskBatch] | None = None) -> Iterator[Accuracy]:
+    """Each condition's accuracy, in order: ``request.n`` prompts of each ``(task, batch_size)`` from
+    ``request.seed`` (``checked_batch``, then ``prepare(task, batch)``, which may check or change the
+    batch), scored by ``batch_accuracy``. One progress bar counts every forward pass; gradients are
+    off and the model's training flags are restored afterwards."""
+    total = sum(-(-request.n // batch_size) for _, batch_size in conditions)
+    with progress_bar(total=total, desc=desc, progress=request.progress) as bar, torch.no_grad(), \
+            facts.preserved_state(model):
+        for task, batch_size in conditions:
+            start = time.perf_counter()
+            batch = checked_batch(task, request.n, seed=request.seed)
+            if prepare is not None:
+                batch = prepare(task, batch)
+            rows, n_candidates = batch_accuracy(model, task, batch, batch_size, bar, request.allow_task_mismatch)
+            yield Accuracy(task, batch, rows, n_candidates, time.perf_counter() - start)
+
+
 def evaluate(model: torch.nn.Module, task: Task | str, n: int = 256, seed: int = 0,
              windows: Iterable[int] | None = None, batch_size: int = 32,
              progress: bool | None = None, model_name: str | None = None,
@@ -196,34 +227,31 @@ def evaluate(model: torch.nn.Module, task: Task | str, n: int = 256, seed: int =
             without a tokenizer; ids outside the model's vocabulary, or meaning other tokens to its
             tokenizer; candidates without the answer; prompts beyond a hard context limit.
     """
-    check_model(model)
-    n, seed = validation.integer(n, "n", minimum=1), validation.seed(seed)
+    request = accuracy_request(model, task, n, seed, progress, model_name, allow_task_mismatch)
     batch_size = validation.integer(batch_size, "batch_size", minimum=1)
-    progress = validation.optional_boolean(progress, "progress")
-    allow_task_mismatch = validation.boolean(allow_task_mismatch, "allow_task_mismatch")
-    model_name = schema.model_name(model_name)
-    task = task_for_model(task, model)
     sizes = [None] if windows is None else list(validation.integers(windows, "windows", minimum=1, unique=True))
     if not sizes:
         raise ValueError("windows must list at least one window (or be None for the task as given).")
-    tasks = [task if size is None else with_window(task, size, otherwise="pass windows=None") for size in sizes]
+    tasks = [request.task if size is None else with_window(request.task, size, otherwise="pass windows=None")
+             for size in sizes]
     context, limit = facts.context_length(model), facts.input_limit(model)
+
+    def fits(each: Task, batch: TaskBatch) -> TaskBatch:
+        length = int(batch.tokens.shape[1])
+        if limit is not None and length > limit:
+            raise ValueError(f"Task {each.name!r} makes prompts of {length} tokens, beyond the {limit} positions this "
+                             "model has rotation tables for: pass windows whose prompts fit.")
+        if context is not None and length > context:
+            warnings.warn(f"Task {each.name!r}: prompts of {length} tokens exceed the model's context of {context} "
+                          "tokens.", stacklevel=4)  # fits ← accuracy_runs ← evaluate ← its caller
+        return batch
+
     frames = []
-    with progress_bar(total=len(tasks) * -(-n // batch_size), desc="evaluate", progress=progress) as bar, \
-            torch.no_grad(), facts.preserved_state(model):
-        for each in tasks:
-            batch = checked_batch(each, n, seed=seed)
-            length = int(batch.tokens.shape[1])
-            if limit is not None and length > limit:
-                raise ValueError(f"Task {each.name!r} makes prompts of {length} tokens, beyond the {limit} positions this "
-                                 "model has rotation tables for: pass windows whose prompts fit.")
-            if context is not None and length > context:
-                warnings.warn(f"Task {each.name!r}: prompts of {length} tokens exceed the model's context of {context} "
-                              "tokens.", stacklevel=2)
-            rows, n_candidates = batch_accuracy(model, each, batch, batch_size, bar, allow_task_mismatch)
-            rows.insert(0, "task", each.name)
-            rows.insert(1, "window", window_of(each))
-            rows.insert(2, "length", length)
-            rows["chance"] = float("nan") if n_candidates is None else 1.0 / n_candidates
-            frames.append(rows)
-    return schema.tag_model(pd.concat(frames, ignore_index=True), model_name)
+    for run in accuracy_runs(model, request, [(each, batch_size) for each in tasks], "evaluate", fits):
+        rows = run.rows
+        rows.insert(0, "task", run.task.name)
+        rows.insert(1, "window", window_of(run.task))
+        rows.insert(2, "length", int(run.batch.tokens.shape[1]))
+        rows["chance"] = float("nan") if run.n_candidates is None else 1.0 / run.n_candidates
+        frames.append(rows)
+    return schema.tag_model(pd.concat(frames, ignore_index=True), request.model_name)

@@ -1,11 +1,11 @@
-"""``score_heads`` and ``swap_attention``: positional–symbolic scores, exactly, from one forward
-pass per batch.
+"""``score_heads``: positional–symbolic scores of every head, exactly, from one forward pass per batch.
 
 The swap score of paper B swaps two blocks of hidden states entering a layer and re-runs it.
 Every swapped input's logits are entries of ``M[p, m] = scale · q_rotᵀ R_p k̃_m`` (positions p,
 tokens m over the swappable set S), so the engine's factored logits give every swap of every
 layer and head without re-running anything. The score itself is a registered method
-(``psheads.measure.methods``); all score arithmetic is fp64.
+(``psheads.measure.methods``; ``swap_attention``, the per-swap view, lives next to the swap
+score there); all score arithmetic is fp64.
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 from torch import Tensor
 
-from psheads.interface import distributed, validation
+from psheads.interface import validation
 from psheads.measure import engine
 from psheads.measure.engine import KeyLogits
 from psheads.measure.methods import (
@@ -29,8 +28,8 @@ from psheads.measure.methods import (
     base_attention,
     get_score_method,
     label,
-    make_blocks,
-    swap_attention_detail,
+    score_config,
+    swap_attention,
 )
 from psheads.measure.prompts import prepare_prompts
 from psheads.results import schema
@@ -80,7 +79,7 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
         ``df.attrs`` holds the full config (``ScoreConfig.from_dict(df.attrs["config"])`` re-runs
         it), model, backend, dtype and versions.
     """
-    config = _config(config).replace(**options)
+    config = score_config(config).replace(**options)
     progress = validation.optional_boolean(progress, "progress")
     model_name = schema.model_name(model_name)
     method = get_score_method(config.method)
@@ -127,30 +126,6 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
     return schema.tag_model(frame, model_name)
 
 
-def _config(config: Any) -> ScoreConfig:
-    if config is None:
-        return ScoreConfig()
-    if not isinstance(config, ScoreConfig):
-        raise TypeError(f"config must be a psheads.ScoreConfig, got {type(config).__name__}.")
-    return config
-
-
-def _one_prompt(prompt: Any) -> list:
-    """``[prompt]`` for one prompt; a clear error for several."""
-    if isinstance(prompt, np.ndarray):
-        prompt = torch.as_tensor(prompt)
-    if isinstance(prompt, Tensor) and prompt.ndim == 2:
-        if prompt.shape[0] != 1:
-            raise ValueError(f"prompt: swap_attention takes one prompt, got a batch of {prompt.shape[0]}; "
-                             "pass one row, e.g. tokens[0].")
-        return [prompt[0]]
-    if isinstance(prompt, (list, tuple)) and prompt and all(
-            isinstance(item, (str, list, tuple, Tensor, np.ndarray)) and not (isinstance(item, Tensor) and item.ndim == 0)
-            for item in prompt):
-        raise ValueError(f"prompt: swap_attention takes one prompt, got a list of {len(prompt)}; pass one of them.")
-    return [prompt]
-
-
 def _with_other_blocks(frame: pd.DataFrame, layers: list[int]) -> pd.DataFrame:
     """``frame`` with one row per block of ``layers`` (blocks without softmax attention, in a hybrid
     model), labelled ``"not attention"``: no head (``head`` and the other keys become nullable
@@ -181,70 +156,3 @@ def _check_finite(frame: pd.DataFrame, columns: list[str], nonfinite: str) -> No
     if nonfinite == "raise":
         raise ValueError(message + " Pass nonfinite='nan' to keep them as NaN, labelled 'non-finite'.")
     warnings.warn(message + " They are kept as NaN and labelled 'non-finite'.", stacklevel=3)
-
-
-def swap_attention(model_or_lens: Any, prompt: Any, layer: int, head: int, config: ScoreConfig | None = None,
-                   **options: Any) -> pd.DataFrame:
-    """Every swap of one prompt and head: block attention before and after, weight and cosines.
-
-    Args:
-        model_or_lens: a TransformerLens RoPE model or a ``RopeLens``.
-        prompt: one prompt (a string, a 1-D LongTensor or a list of token ids).
-        layer: layer index.
-        head: query head.
-        config: a ``ScoreConfig`` (its ``tau``, ``block_size`` and prompt options are used).
-        **options: ``ScoreConfig`` fields and prompt options overriding ``config`` (``tau``,
-            ``block_size``, ``query``, ``swappable``, ``exclude_bos``, ``prepend_bos``).
-
-    Returns:
-        One row per swap ``(i, j)`` (columns in ``psheads.results.schema.SWAPS``): ``block_i, block_j,
-        positions_i, positions_j, d_i, d_j`` (attention of the blocks on the input),
-        ``d_i_swapped, d_j_swapped`` (after the swap), ``weight`` (α), ``cos_positional``,
-        ``cos_symbolic``. ``attrs`` holds ``positional`` and ``symbolic`` (the head's scores on
-        this prompt).
-    """
-    head = validation.integer(head, "head")
-    if "heads" in options:
-        raise TypeError("swap_attention scores one head: pass head=…, not heads=… (score_heads takes heads).")
-    config = _config(config).replace(heads=(head,), **options)
-    lens = as_lens(model_or_lens)
-    geo = lens.layer(layer)
-    if not 0 <= head < geo.n_heads:
-        raise ValueError(f"head {head} is out of range: layer {geo.layer} has {geo.n_heads} heads.")
-    prompts = _one_prompt(prompt)
-    prepared = prepare_prompts(lens.backend, prompts, config.prompt_options)
-    details = []
-
-    def measure(logits: KeyLogits) -> dict[str, Tensor]:
-        details.append(swap_attention_detail(logits.flat().select(0), config.block_size, config.tau))
-        return {}
-
-    minimum = 2 * config.block_size
-    with distributed.alone():  # one prompt, measured on every rank
-        for _ in engine.run(lens, prepared, measure, layers=[geo.layer], heads=(head,), min_keys=minimum,
-                            need=f"2 blocks of {config.block_size}", batch_size=1, progress=False):
-            pass
-    (swap,) = details
-    prompt_0 = prepared[0]
-    swappable = prepared.key_groups([0], geo, minimum, "")[0].swappable
-    blocks = make_blocks(len(swappable), config.block_size)
-    positions = [tuple(swappable[k] for k in block.tolist()) for block in blocks]
-    i, j = swap.pairs[:, 0], swap.pairs[:, 1]
-    frame = pd.DataFrame({
-        "block_i": i.tolist(),
-        "block_j": j.tolist(),
-        "positions_i": [positions[b] for b in i.tolist()],
-        "positions_j": [positions[b] for b in j.tolist()],
-        "d_i": swap.d_base[i].tolist(),
-        "d_j": swap.d_base[j].tolist(),
-        "d_i_swapped": swap.d_swapped[:, 0].tolist(),
-        "d_j_swapped": swap.d_swapped[:, 1].tolist(),
-        "weight": swap.weights.tolist(),
-        "cos_positional": swap.cos_positional.tolist(),
-        "cos_symbolic": swap.cos_symbolic.tolist(),
-    })[schema.SWAPS.names]
-    frame.attrs.update({"layer": geo.layer, "head": head, "query": prompt_0.query,
-                        "positional": float((swap.weights * swap.cos_positional).sum()),
-                        "symbolic": float((swap.weights * swap.cos_symbolic).sum()),
-                        "config": config.to_dict(), "model": lens.backend.model_name})
-    return frame

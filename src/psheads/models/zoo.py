@@ -21,7 +21,8 @@ import transformers
 from psheads.interface import reprs, validation
 from psheads.models.checkpoints import process_alive, save_model, sha256
 from psheads.results import schema
-from psheads.tasks.base import TRAINING_RECORD, task_from_record, word_tokenizer
+from psheads.tasks.base import TRAINING_RECORD, word_tokenizer
+from psheads.tasks.records import task_from_record
 
 logger = logging.getLogger(__name__)
 

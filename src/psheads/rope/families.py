@@ -8,9 +8,10 @@ it has. Values the model computes with (scale, soft-cap, window size, head count
 the model itself by the backend. Attention variants psheads cannot decompose exactly are listed
 once, in ``UNSUPPORTED``.
 
-Every list of families, in the code, the tests and the docs, is derived from ``FAMILIES``. To
-support a new family: add a record here and a tiny look-alike to ``tests/helpers.py``; the
-self-check, the consistency tests and the generated docs table do the rest.
+Every list of families, in the code, the tests and the docs, is derived from ``FAMILIES``, which the
+registry starts from. To support a new family in psheads: add a record here and a tiny look-alike to
+``tests/helpers.py``; the self-check, the consistency tests and the generated docs table do the
+rest. From your own code: ``register_family(Family(...))`` (``replace=True`` replaces one).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from psheads.interface.registry import Registry
 from psheads.rope.geometry import Pairing
 
 TableLayout = Literal["auto", "sin_first_pairs", "negated_sin"]
@@ -135,20 +137,54 @@ GENERIC = Family("rotary", (), "any other RoPE architecture")
 passes. QK-norm is detected on the bridge."""
 
 
-def family_titles(families: tuple[Family, ...] | None = None) -> str:
+_REGISTRY: Registry[Family] = Registry("RoPE family", "psheads.rope.families.register_family")
+for _family in FAMILIES:
+    _REGISTRY.register(_family.name, _family)
+
+
+def register_family(family: Family, *, replace: bool = False) -> Family:
+    """Add a family record (returns it): models of its ``architectures`` are then read by it.
+
+    Raises:
+        TypeError: ``family`` is not a ``Family``.
+        ValueError: its name is taken (pass ``replace=True``), or one of its architectures belongs to
+            another registered family.
+    """
+    if not isinstance(family, Family):
+        raise TypeError(f"family must be a psheads.rope.families.Family, got {type(family).__name__}.")
+    taken = {architecture: other.name for other in _REGISTRY.values() if other.name != family.name
+             for architecture in other.architectures}
+    shared = sorted(set(family.architectures) & set(taken))
+    if shared:
+        raise ValueError(f"Family {family.name!r}: architectures {shared} are read by family "
+                         f"{taken[shared[0]]!r} already.")
+    return _REGISTRY.register(family.name, family, replace=replace)
+
+
+def get_family(name: str) -> Family:
+    """The registered family ``name``."""
+    return _REGISTRY.lookup(name)
+
+
+def families() -> tuple[str, ...]:
+    """Names of the registered families, sorted."""
+    return _REGISTRY.names()
+
+
+def family_titles(chosen: tuple[Family, ...] | None = None) -> str:
     """The supported families' names for people, joined for a sentence (``"GPT-J, GPT-NeoX / Pythia, …"``)."""
-    chosen = tuple(family for family in FAMILIES if not family.refused) if families is None else families
+    chosen = tuple(family for family in _REGISTRY.values() if not family.refused) if chosen is None else chosen
     return ", ".join(family.title for family in chosen)
 
 
 def hooked_families() -> tuple[Family, ...]:
     """The families TransformerLens 3.x builds as a ``HookedTransformer`` from a local directory."""
-    return tuple(family for family in FAMILIES if family.hooked)
+    return tuple(family for family in _REGISTRY.values() if family.hooked)
 
 
 def family_of(architecture: str) -> Family:
     """The record for a model class name (``GENERIC`` when none matches)."""
-    for family in FAMILIES:
+    for family in _REGISTRY.values():
         if architecture in family.architectures:
             return family
     return GENERIC

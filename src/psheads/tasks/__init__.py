@@ -3,29 +3,28 @@ with paper A's Binding task, the canonical Index, Retrieval and partial-inductio
 registry for your own.
 
 A task has a ``name``, a ``vocabulary`` (word i is token id i) and ``generate(n, seed)``
-returning a ``TaskBatch``. ``register_task(name, factory)`` adds one; ``get_task(name)``
-builds it. A task may also change itself (``with_window``, ``at_length``, ``with_hops``), declare
-its answer vocabulary (``answer_ids``) and the settings its prompts are drawn with
-(``generator_settings``): the functions of those names ask it. A model psheads trained or ships
-records its task (``recorded_task``); ``check_settings`` warns (``TaskSettingsWarning``) when it
-runs on that task drawn with other settings.
+returning a ``TaskBatch``. ``register_task(name, factory)`` adds one (``replace=True`` replaces
+it); ``get_task(name)`` builds it; ``available_tasks()`` lists them. A task may
+also change itself (``with_window``, ``at_length``, ``with_hops``), declare its answer vocabulary
+(``answer_ids``), the settings its prompts are drawn with (``generator_settings``) and the options
+that rebuild it (``task_options``): the functions of those names ask it. A model psheads trained or ships
+records its task (``recorded_task``); ``check_settings``
+warns (``TaskSettingsWarning``) when it runs on that task drawn with other settings, and
+``task_for_model`` turns a task or its name into the task object a model gets.
 """
 
 from psheads.tasks.base import (
     Task,
     TaskBatch,
-    TaskSettingsWarning,
     answer_ids,
     at_length,
     available_tasks,
     check_fits,
-    check_settings,
     checked_batch,
     generator_settings,
     get_task,
-    recorded_task,
     register_task,
-    task_from_record,
+    task_options,
     task_tokenizer,
     window_of,
     with_hops,
@@ -35,6 +34,7 @@ from psheads.tasks.base import (
 from psheads.tasks.canonical import IndexTask, PartialInductionTask, RetrievalTask
 from psheads.tasks.llm import BindingTask, LLMLetterTask, LLMNumberTask
 from psheads.tasks.multihop import LetterTask, NumberTask
+from psheads.tasks.records import TaskSettingsWarning, check_settings, recorded_task, task_for_model, task_from_record
 
 __all__ = [
     "BindingTask",
@@ -58,7 +58,9 @@ __all__ = [
     "get_task",
     "recorded_task",
     "register_task",
+    "task_for_model",
     "task_from_record",
+    "task_options",
     "task_tokenizer",
     "window_of",
     "with_hops",

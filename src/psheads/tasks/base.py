@@ -1,14 +1,12 @@
-"""The task protocol, the batch a task generates, word-level tokenizers, the task registry, and the
-task a trained model records."""
+"""The task protocol, the batch a task generates, its optional capabilities, word-level tokenizers
+and the task registry."""
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -18,6 +16,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from torch import Tensor
 
 from psheads.interface import validation
+from psheads.interface.registry import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -170,6 +169,30 @@ def generator_settings(task: Task) -> dict[str, Any] | None:
     return settings
 
 
+def task_options(task: Task) -> dict[str, Any]:
+    """The options that rebuild ``task`` from its registered name: ``get_task(task.name, **options)``.
+
+    A task declares them with an ``options`` property (a dict); a dataclass task needs none: its
+    ``__init__`` fields are its options. This is the task's provenance in training records and in the
+    ``attrs`` of the frames that run it.
+
+    Raises:
+        TypeError: the task declares no options and is not a dataclass, or its options are not a dict.
+    """
+    name = getattr(task, "name", type(task).__name__)
+    declared = getattr(task, "options", None)
+    if declared is not None:
+        if not isinstance(declared, dict) or not all(isinstance(key, str) for key in declared):
+            raise TypeError(f"Task {name!r}: options must be a dict of option names to values, got "
+                            f"{type(declared).__name__}.")
+        return dict(declared)
+    if dataclasses.is_dataclass(task):
+        return {f.name: getattr(task, f.name) for f in dataclasses.fields(task) if f.init}
+    raise TypeError(f"Task {name!r} ({type(task).__name__}) cannot record how to rebuild it: give it an `options` "
+                    f"property (a dict such that get_task({name!r}, **task.options) builds it again), or make it a "
+                    "dataclass (its fields are its options).")
+
+
 def _checked_task(task: Any, method: str) -> Task:
     if not isinstance(task, Task):
         raise TypeError(f"{method} returned {type(task).__name__}, not a task.")
@@ -220,7 +243,7 @@ def _batch_ids(batch: TaskBatch) -> Int[Tensor, " ids"]:
     return torch.cat(parts).unique()
 
 
-def _is_task_tokenizer(tokenizer: Any) -> bool:
+def is_task_tokenizer(tokenizer: Any) -> bool:
     """Whether ``tokenizer`` is a task's word list (``word_tokenizer``: its last two tokens are ``<unk>``
     and ``<bos>``), as a model psheads trains or ships carries: such a model records its task."""
     vocabulary = tokenizer.get_vocab() if callable(getattr(tokenizer, "get_vocab", None)) else {}
@@ -254,7 +277,7 @@ def check_fits(task: Task, batch: TaskBatch, vocab_size: int | None, tokenizer: 
                          f"{vocab_size} tokens (0…{vocab_size - 1}): build the task for this model (fewer symbols, "
                          f"its tokenizer), or pick the model the task was made for.")
     if tokenizer is None or allow_task_mismatch \
-            or not (_is_task_tokenizer(tokenizer) or getattr(task, "tokenizer", None) is not None):
+            or not (is_task_tokenizer(tokenizer) or getattr(task, "tokenizer", None) is not None):
         return
     vocabulary = task.vocabulary
     for token_id in ids.tolist():
@@ -266,91 +289,6 @@ def check_fits(task: Task, batch: TaskBatch, vocab_size: int | None, tokenizer: 
                              "task wrote (was it trained on another task?). Use the task the model was trained on "
                              "(load_pretrained(name).task), or pass allow_task_mismatch=True "
                              "(--allow-task-mismatch on the command line) if you mean it.")
-
-
-class TaskSettingsWarning(UserWarning):
-    """A model runs on the task it was trained on, but drawn with other generator settings."""
-
-
-def task_from_record(record: Any) -> Task:
-    """The task a training record (``TRAINING_RECORD``'s contents) names: ``get_task(record["task"],
-    **record["task_options"])``. Options an older psheads did not record take their defaults.
-
-    Raises:
-        ValueError: ``record`` is not a training record (no task name, or options that are not a dict),
-            or the registry refuses the task or its options.
-        TypeError: the task's factory refuses the options.
-    """
-    if not isinstance(record, dict) or not isinstance(record.get("task"), str) \
-            or not isinstance(record.get("task_options", {}), dict):
-        raise ValueError("a training record needs a task name under \"task\" (and a dict under \"task_options\")")
-    return get_task(record["task"], **record.get("task_options", {}))
-
-
-def _recorded(tokenizer: Any) -> tuple[Task, Path] | None:
-    """The task and the training record of the model whose tokenizer this is (``recorded_task``)."""
-    source = str(getattr(tokenizer, "name_or_path", "") or "") if tokenizer is not None else ""
-    path = Path(source) / TRAINING_RECORD if source else None
-    if path is None or not _is_task_tokenizer(tokenizer) or not path.is_file():
-        return None
-    try:
-        task = task_from_record(json.loads(path.read_text()))
-    except (OSError, UnicodeDecodeError, ValueError, TypeError) as err:
-        logger.debug("%s is no training record psheads can read (%s): the model's task is unknown", path, err)
-        return None
-    words = tokenizer.convert_ids_to_tokens(list(range(len(task.vocabulary))))
-    return (task, path) if list(words) == list(task.vocabulary) else None
-
-
-def recorded_task(tokenizer: Any) -> Task | None:
-    """The task a model was trained on, as the training record in the folder it was loaded from says.
-
-    A model psheads trained or ships is booted from a folder that holds its task's tokenizer
-    (``task_tokenizer``) and ``TRAINING_RECORD``, and its tokenizer remembers the folder
-    (``name_or_path``). The record counts only while it names the task whose words the tokenizer
-    holds. None for a model without one (a random model, an LLM, a plain Hugging Face model,
-    which carries no tokenizer) or with a record that cannot be read.
-
-    Args:
-        tokenizer: the model's tokenizer (``model.tokenizer``), or None.
-    """
-    found = _recorded(tokenizer)
-    return None if found is None else found[0]
-
-
-def check_settings(task: Task, tokenizer: Any, stacklevel: int = 2) -> None:
-    """Warn (``TaskSettingsWarning``) when a model runs on the task it was trained on, drawn otherwise.
-
-    The model's training record (``recorded_task``) names its task. When that task has
-    ``task``'s name and both declare ``generator_settings``, each setting that differs is named
-    with both values, and the warning says which task to pass instead. Nothing happens for a model
-    that records no task, for another task (``check_fits`` compares the words), or when the
-    settings agree. The options the front-ends vary on purpose (a multi-hop task's length and hop
-    range) are no generator settings.
-
-    Args:
-        task: the task about to generate the model's prompts.
-        tokenizer: the model's tokenizer (``model.tokenizer``), or None.
-        stacklevel: as ``warnings.warn``'s, counted from the caller (1: the caller's line; 2: the
-            line that called the caller).
-    """
-    found = _recorded(tokenizer)
-    if found is None or found[0].name != getattr(task, "name", None):
-        return
-    (recorded, path), absent = found, "<absent>"
-    ours, theirs = generator_settings(task), generator_settings(recorded)
-    if ours is None or theirs is None:
-        return
-    differing = {key: (ours.get(key, absent), theirs.get(key, absent)) for key in sorted(set(ours) | set(theirs), key=str)
-                 if ours.get(key, absent) != theirs.get(key, absent)}
-    if not differing:
-        return
-    named = "; ".join(f"{key} is {here!r} here and {there!r} in training" for key, (here, there) in differing.items())
-    options = "".join(f", {key}={there!r}" for key, (_, there) in differing.items() if there != absent)
-    warnings.warn(f"Task {recorded.name!r} is drawn with other settings than this model was trained with ({path}): "
-                  f"{named}, so the model meets prompts unlike those it learned. Pass the task it was trained on "
-                  f"(its name, load_pretrained(name).task or get_task({recorded.name!r}{options})), or filter "
-                  "psheads.tasks.TaskSettingsWarning if you mean it.", TaskSettingsWarning, stacklevel=stacklevel + 1)
 
 
 def word_tokenizer(words: list[str]) -> transformers.PreTrainedTokenizerFast:
@@ -394,23 +332,19 @@ def balanced(values: list[int], n: int, generator: torch.Generator) -> Tensor:
     return pool[torch.randperm(n, generator=generator)]
 
 
-_REGISTRY: dict[str, Callable[..., Task]] = {}
+_REGISTRY: Registry[Callable[..., Task]] = Registry("task", "psheads.tasks.register_task")
 
 
-def register_task(name: str, factory: Callable[..., Task]) -> None:
-    """Make ``get_task(name, **options)`` build a task with ``factory(**options)``.
+def register_task(name: str, factory: Callable[..., Task], *, replace: bool = False) -> Callable[..., Task]:
+    """Make ``get_task(name, **options)`` build a task with ``factory(**options)``; returns ``factory``.
 
     Raises:
-        ValueError: ``name`` is empty or already registered.
+        ValueError: ``name`` is empty, or already registered and ``replace`` is False.
         TypeError: ``factory`` is not callable.
     """
-    if not isinstance(name, str) or not name:
-        raise ValueError("A task name must be a non-empty string.")
-    if name in _REGISTRY:
-        raise ValueError(f"A task named {name!r} is already registered; pick another name.")
     if not callable(factory):
         raise TypeError("factory must be callable (a Task class or a function returning a Task).")
-    _REGISTRY[name] = factory
+    return _REGISTRY.register(name, factory, replace=replace)
 
 
 def get_task(name: str, **options: object) -> Task:
@@ -420,17 +354,12 @@ def get_task(name: str, **options: object) -> Task:
         ValueError: no task of that name is registered.
         TypeError: ``name`` is not a string, or the factory did not return a Task.
     """
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a task name (a string: one of {', '.join(sorted(_REGISTRY))}), got "
-                        f"{type(name).__name__}.")
-    if name not in _REGISTRY:
-        raise ValueError(f"Unknown task {name!r}; registered tasks: {', '.join(sorted(_REGISTRY))}.")
-    task = _REGISTRY[name](**options)
+    task = _REGISTRY.lookup(name)(**options)
     if not isinstance(task, Task):
         raise TypeError(f"The factory of {name!r} returned {type(task).__name__}, which is not a Task.")
     return task
 
 
-def available_tasks() -> list[str]:
-    """Names of the registered tasks."""
-    return sorted(_REGISTRY)
+def available_tasks() -> tuple[str, ...]:
+    """Names of the registered tasks, sorted."""
+    return _REGISTRY.names()

@@ -1,198 +1,59 @@
-"""Score methods: the protocol, the registry, ``ScoreConfig`` and the two built-in members.
+"""Paper B's swap score: its options, the method, the per-swap view ``swap_attention`` and the exact
+arithmetic behind them.
 
-A score method turns a layer's factored logits (``psheads.measure.engine.KeyLogits``) into per-prompt,
-per-head columns, at least ``positional`` and ``symbolic`` (the labelling rule reads them).
-``score_heads`` runs whichever method ``ScoreConfig.method`` names. Register your own::
+The swap score never re-normalises a swapped softmax: the cosines are invariant to it, the weights
+α need only the unswapped attention, and pairs whose α falls below fp64 resolution are skipped
+(their total weight is below 2⁻⁵³). A swap's normaliser, needed only for ``swap_attention``,
+follows in O(b) from the unswapped one, with the mass outside the two heaviest units (blocks or
+unmoved keys) summed directly so nothing cancels.
 
-    class RowColumnShare:
-        name = "rowcol"
-        columns = ("positional", "symbolic")
-
-        def min_swappable(self, config):
-            return 2
-
-        def score(self, logits, config):
-            M = logits.matrix()                      # [*lead, n, n], soft-capped
-            rows = M.mean(-1).var(-1, correction=0)  # spread of the position effects
-            cols = M.mean(-2).var(-1, correction=0)  # spread of the token effects
-            total = (rows + cols).clamp_min(1e-300)
-            return {"positional": rows / total, "symbolic": cols / total}
-
-    psheads.register_score_method(RowColumnShare())
-    psheads.score_heads(model, prompts, method="rowcol")
-
-Both built-ins are exact and avoid every |S|³ cost:
-
-* ``swap`` (paper B's swap score) never re-normalises a swapped softmax: the cosines are
-  invariant to it, the weights α need only the unswapped attention, and pairs whose α falls
-  below fp64 resolution are skipped (their total weight is below 2⁻⁵³). A swap's normaliser,
-  needed only for ``swap_attention``, follows in O(b) from the unswapped one, with the mass
-  outside the two heaviest units (blocks or unmoved keys) summed directly so nothing cancels.
-* ``anova`` (all-permutation shares) reads the sums of squares from the Gram matrices of the
-  factors of ``M = P Tᵀ``, ``SS_int = ⟨PᶜᵀPᶜ, TᶜᵀTᶜ⟩`` (O(|S|·k²), k ≤ d_head + 1), or from M itself
-  under a soft-cap or when |S| ≤ k.
+Every swapped input's logits are entries of ``M[p, m] = scale · q_rotᵀ R_p k̃_m`` (positions p,
+tokens m over the swappable set S), so the engine's factored logits give every swap of every layer
+and head without re-running anything.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any
 
+import numpy as np
+import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from psheads.interface import validation
+from psheads.interface import distributed, validation
 from psheads.measure import engine, kernels
 from psheads.measure.engine import KeyLogits
-from psheads.measure.prompts import PromptConfig, PromptOptions
+from psheads.measure.methods.base import ScoreConfig, register_score_method, score_config
+from psheads.measure.prompts import prepare_prompts
+from psheads.results import schema
 from psheads.rope import geometry
+from psheads.rope.lens import as_lens
 
-NONFINITE = ("raise", "nan")
 _FP64_RESOLUTION = 2.0**-53
 
 
 @dataclass(frozen=True)
-class ScoreConfig(PromptConfig):
-    """Everything ``score_heads`` computes from (recorded in ``df.attrs["config"]``).
+class SwapParameters:
+    """The swap score's options.
 
     Attributes:
-        method: a registered score method (``"swap"``: paper B's swap score; ``"anova"``:
-            all-permutation shares). See ``score_methods()``.
-        tau: temperature of the swap weights α (the paper's 1e-4 makes α nearly an argmax).
+        tau: temperature of the swap weights α (paper B's 1e-4 makes α nearly an argmax).
         block_size: positions per swapped block.
-        gamma: label threshold γ.
-        by_frequency: score every plane as its own single-frequency head.
-        reduce: average over prompts (False: one row per prompt).
-        batch_size: prompts per forward pass.
-        layers: layers to score (None = all).
-        heads: query heads to score (None = all).
-        nonfinite: what to do when a score is not finite (the model produced inf/NaN, e.g. an
-            fp16 overflow): ``"raise"`` a ValueError naming the heads, or keep them as NaN
-            labelled ``"non-finite"`` with a warning (``"nan"``).
-        prompt_options: query position, swappable keys and BOS handling.
     """
 
-    method: str = "swap"
     tau: float = 1e-4
     block_size: int = 1
-    gamma: float = 0.1
-    by_frequency: bool = False
-    reduce: bool = True
-    batch_size: int = 64
-    layers: tuple[int, ...] | None = None
-    heads: tuple[int, ...] | None = None
-    nonfinite: str = "raise"
-    prompt_options: PromptOptions = field(default_factory=PromptOptions)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.method, str) or self.method not in _METHODS:
-            raise ValueError(f"method must be one of {score_methods()} (register others with "
-                             f"psheads.register_score_method), got {self.method!r}.")
-        normalised = {
-            "tau": validation.number(self.tau, "tau", above=0),
-            "block_size": validation.integer(self.block_size, "block_size", minimum=1),
-            "gamma": validation.number(self.gamma, "gamma", minimum=0, below=0.5),
-            "batch_size": validation.integer(self.batch_size, "batch_size", minimum=1),
-            "by_frequency": validation.boolean(self.by_frequency, "by_frequency"),
-            "reduce": validation.boolean(self.reduce, "reduce"),
-            "layers": None if self.layers is None else validation.integers(self.layers, "layers"),
-            "heads": None if self.heads is None else validation.integers(self.heads, "heads", minimum=0, unique=True),
-        }
-        for name, value in normalised.items():
-            object.__setattr__(self, name, value)
-        if self.nonfinite not in NONFINITE:
-            raise ValueError(f"nonfinite must be one of {NONFINITE}, got {self.nonfinite!r}.")
-        if not isinstance(self.prompt_options, PromptOptions):
-            raise TypeError(f"prompt_options must be a PromptOptions, got {type(self.prompt_options).__name__}.")
+        object.__setattr__(self, "tau", validation.number(self.tau, "tau", above=0))
+        object.__setattr__(self, "block_size", validation.integer(self.block_size, "block_size", minimum=1))
 
 
-# --- protocol and registry -------------------------------------------------------------------
-@runtime_checkable
-class ScoreMethod(Protocol):
-    """What a score method declares and computes.
-
-    Attributes:
-        name: registry name (``ScoreConfig.method``).
-        columns: the columns ``score`` returns, in frame order; must include ``positional`` and
-            ``symbolic``. Both get a ``_std`` column over prompts; ``entropy`` is added for every
-            method.
-    """
-
-    name: str
-    columns: tuple[str, ...]
-
-    def min_swappable(self, config: ScoreConfig) -> int:
-        """Fewest swappable keys a prompt needs at a layer."""
-
-    def score(self, logits: KeyLogits, config: ScoreConfig) -> dict[str, Tensor]:
-        """``{column: [*lead]}`` for every leading entry of ``logits`` (fp64)."""
-
-
-_METHODS: dict[str, ScoreMethod] = {}
-
-
-def register_score_method(method: ScoreMethod, *, replace: bool = False) -> ScoreMethod:
-    """Add a score method to the registry (returns it, so it can decorate an instance).
-
-    Raises:
-        TypeError: ``method`` lacks part of the ``ScoreMethod`` protocol.
-        ValueError: its columns omit ``positional``/``symbolic``, or the name is taken (pass
-            ``replace=True`` to override).
-    """
-    if not isinstance(method, ScoreMethod) or not isinstance(getattr(method, "name", None), str):
-        raise TypeError("A score method needs a str `name`, `columns`, `min_swappable(config)` and "
-                        "`score(logits, config)` (see psheads.measure.methods.ScoreMethod); pass an instance.")
-    if not {"positional", "symbolic"} <= set(method.columns):
-        raise ValueError(f"Score method {method.name!r} must return 'positional' and 'symbolic' columns.")
-    if method.name in _METHODS and not replace:
-        raise ValueError(f"A score method named {method.name!r} is already registered; pass replace=True.")
-    _METHODS[method.name] = method
-    return method
-
-
-def get_score_method(name: str) -> ScoreMethod:
-    """The registered method ``name``."""
-    if name not in _METHODS:
-        raise ValueError(f"Unknown score method {name!r}; registered: {score_methods()}.")
-    return _METHODS[name]
-
-
-def score_methods() -> tuple[str, ...]:
-    """Names of the registered score methods."""
-    return tuple(_METHODS)
-
-
-def label(positional: float, symbolic: float, gamma: float = 0.1) -> str:
-    """The labelling rule: pure positional ⇔ s_POS ≥ 1−γ and s_SYM ≤ γ; symbolic the mirror
-    image; uniform ⇔ both ≥ 1−γ; mixed otherwise; non-finite when either score is NaN or ±inf."""
-    if not (math.isfinite(positional) and math.isfinite(symbolic)):
-        return "non-finite"
-    high_pos, high_sym = positional >= 1 - gamma, symbolic >= 1 - gamma
-    if high_pos and high_sym:
-        return "uniform"
-    if high_pos and symbolic <= gamma:
-        return "positional"
-    if high_sym and positional <= gamma:
-        return "symbolic"
-    return "mixed"
-
-
-# --- base attention ------------------------------------------------------------------------------
-def base_attention(logits: KeyLogits) -> tuple[Float[Tensor, "*lead n"], Float[Tensor, "*lead"]]:
-    """Attention on S of the unswapped input, and the normalised entropy over every visible key.
-
-    The entropy is ``−Σ D log D / log(number of visible keys)`` (0 with a single key).
-    """
-    log_d = logits.log_attention
-    d = log_d.exp()
-    n_visible = log_d.shape[-1]
-    entropy = -(d * log_d).sum(-1) / math.log(n_visible) if n_visible > 1 else torch.zeros_like(d[..., 0])
-    return d[..., : logits.n], entropy
-
-
-# --- the swap score ------------------------------------------------------------------------------
+# --- the arithmetic ------------------------------------------------------------------------------
 def make_blocks(n_swappable: int, block_size: int) -> Int[Tensor, "block size"]:
     """Consecutive blocks of ``block_size`` indices into S from its start (the tail is dropped)."""
     n_blocks = n_swappable // block_size
@@ -487,93 +348,107 @@ def swap_attention_detail(logits: KeyLogits, block_size: int, tau: float) -> Swa
                          cos_symbolic=cos_sym, pairs=pairs)
 
 
-# --- the all-permutation score --------------------------------------------------------------------
-def anova_shares(M: Float[Tensor, "*lead n n"]) -> tuple[Tensor, Tensor, Tensor]:
-    """Two-way decomposition of ``M − mean(M)`` over S: shares of position, token, interaction.
-
-    Shares sum to 1; a head with zero total variance (uniform) gets ``(1, 1, 0)`` so that the
-    labelling rule calls it uniform, as the swap score does.
-    """
-    M = M.double()
-    centred = M - M.mean(dim=(-2, -1), keepdim=True)
-    rows = centred.mean(dim=-1, keepdim=True)
-    cols = centred.mean(dim=-2, keepdim=True)
-    n = M.shape[-1]
-    ss_pos = n * rows.square().sum(dim=(-2, -1))
-    ss_sym = n * cols.square().sum(dim=(-2, -1))
-    ss_int = (centred - rows - cols).square().sum(dim=(-2, -1))
-    return _shares(ss_pos, ss_sym, ss_int, M.square().sum(dim=(-2, -1)))
-
-
-def anova_shares_factored(logits: KeyLogits) -> tuple[Tensor, Tensor, Tensor]:
-    """``anova_shares`` of ``M = P Tᵀ`` without forming M (no soft-cap), in O(|S|·k²).
-
-    With ``Pᶜ``, ``Tᶜ`` centred over S: row effects ``Pᶜ t̄``, column effects ``Tᶜ p̄`` and
-    interaction ``Pᶜ Tᶜᵀ``, whose sum of squares is ``⟨PᶜᵀPᶜ, TᶜᵀTᶜ⟩``. The position factors are
-    shared, so their Gram matrix is formed once.
-    """
-    p, t = logits.positions, logits.tokens
-    p_mean, t_mean = p.mean(-2, keepdim=True), t.mean(-2, keepdim=True)
-    p_c, t_c = p - p_mean, t - t_mean
-    n = logits.n
-    ss_pos = n * (p_c @ t_mean.transpose(-1, -2)).square().sum((-2, -1))
-    ss_sym = n * (t_c @ p_mean.transpose(-1, -2)).square().sum((-2, -1))
-    ss_int = ((p_c.transpose(-1, -2) @ p_c) * (t_c.transpose(-1, -2) @ t_c)).sum((-2, -1))
-    mean = (p_mean * t_mean).sum((-2, -1))
-    return _shares(ss_pos, ss_sym, ss_int, ss_pos + ss_sym + ss_int + n * n * mean.square())
-
-
-def _shares(ss_pos: Tensor, ss_sym: Tensor, ss_int: Tensor, square_sum: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    total = ss_pos + ss_sym + ss_int
-    flat = total <= 1e-24 * (square_sum + 1e-300)
-    safe = torch.where(flat, torch.ones_like(total), total)
-    one = torch.ones_like(total)
-    return (torch.where(flat, one, ss_pos / safe), torch.where(flat, one, ss_sym / safe),
-            torch.where(flat, torch.zeros_like(total), ss_int / safe))
-
-
-# --- the built-in methods -------------------------------------------------------------------------
+# --- the method and the per-swap view ------------------------------------------------------------
 class SwapScore:
     """Paper B's swap score (appendix D): block swaps weighted by how unequal their attention is."""
 
     name = "swap"
     columns = ("positional", "symbolic")
+    Parameters = SwapParameters
 
     def min_swappable(self, config: ScoreConfig) -> int:
-        return 2 * config.block_size
+        return 2 * config.parameters.block_size
 
     def score(self, logits: KeyLogits, config: ScoreConfig) -> dict[str, Tensor]:
-        positional, symbolic = swap_scores(logits, config.block_size, config.tau)
+        positional, symbolic = swap_scores(logits, config.parameters.block_size, config.parameters.tau)
         return {"positional": positional, "symbolic": symbolic}
 
 
-class AnovaScore:
-    """All-permutation shares of position, token and interaction effects in M (exact)."""
+def _one_prompt(prompt: Any) -> list:
+    """``[prompt]`` for one prompt; a clear error for several."""
+    if isinstance(prompt, np.ndarray):
+        prompt = torch.as_tensor(prompt)
+    if isinstance(prompt, Tensor) and prompt.ndim == 2:
+        if prompt.shape[0] != 1:
+            raise ValueError(f"prompt: swap_attention takes one prompt, got a batch of {prompt.shape[0]}; "
+                             "pass one row, e.g. tokens[0].")
+        return [prompt[0]]
+    if isinstance(prompt, (list, tuple)) and prompt and all(
+            isinstance(item, (str, list, tuple, Tensor, np.ndarray)) and not (isinstance(item, Tensor) and item.ndim == 0)
+            for item in prompt):
+        raise ValueError(f"prompt: swap_attention takes one prompt, got a list of {len(prompt)}; pass one of them.")
+    return [prompt]
 
-    name = "anova"
-    columns = ("positional", "symbolic", "interaction")
 
-    def min_swappable(self, config: ScoreConfig) -> int:
-        return 2
+def swap_attention(model_or_lens: Any, prompt: Any, layer: int, head: int, config: ScoreConfig | None = None,
+                   **options: Any) -> pd.DataFrame:
+    """Every swap of one prompt and head: block attention before and after, weight and cosines.
 
-    def score(self, logits: KeyLogits, config: ScoreConfig) -> dict[str, Tensor]:
-        if logits.softcap is None and logits.n > logits.tokens.shape[-1]:
-            shares = anova_shares_factored(logits)
-        else:
-            shares = _anova_dense(logits)
-        return dict(zip(self.columns, shares))
+    Args:
+        model_or_lens: a TransformerLens RoPE model or a ``RopeLens``.
+        prompt: one prompt (a string, a 1-D LongTensor or a list of token ids).
+        layer: layer index.
+        head: query head.
+        config: a ``ScoreConfig`` (its prompt options, and its ``tau`` and ``block_size`` when its method is
+            the swap score; another method's config is read with the swap score's defaults).
+        **options: ``ScoreConfig`` fields and prompt options overriding ``config`` (``tau``,
+            ``block_size``, ``query``, ``swappable``, ``exclude_bos``, ``prepend_bos``).
 
+    Returns:
+        One row per swap ``(i, j)`` (columns in ``psheads.results.schema.SWAPS``): ``block_i, block_j,
+        positions_i, positions_j, d_i, d_j`` (attention of the blocks on the input),
+        ``d_i_swapped, d_j_swapped`` (after the swap), ``weight`` (α), ``cos_positional``,
+        ``cos_symbolic``. ``attrs`` holds ``positional`` and ``symbolic`` (the head's scores on
+        this prompt).
+    """
+    head = validation.integer(head, "head")
+    if "heads" in options:
+        raise TypeError("swap_attention scores one head: pass head=…, not heads=… (score_heads takes heads).")
+    config = score_config(config)
+    config = config.replace(**({} if config.method == SwapScore.name else {"method": SwapScore.name}),
+                            heads=(head,), **options)
+    lens = as_lens(model_or_lens)
+    geo = lens.layer(layer)
+    if not 0 <= head < geo.n_heads:
+        raise ValueError(f"head {head} is out of range: layer {geo.layer} has {geo.n_heads} heads.")
+    prompts = _one_prompt(prompt)
+    prepared = prepare_prompts(lens.backend, prompts, config.prompt_options)
+    details = []
+    block_size, tau = config.parameters.block_size, config.parameters.tau
 
-def _anova_dense(logits: KeyLogits) -> tuple[Tensor, Tensor, Tensor]:
-    """``anova_shares`` of M itself (soft-capped), a chunk of leading entries at a time."""
-    if logits.small_matrix is not None:
-        return anova_shares(logits.small_matrix)
-    flat = logits.flat()
-    per_entry = 8 * 4 * logits.n * logits.n
-    step = max(1, engine.CHUNK_BYTES // per_entry)
-    parts = [anova_shares(flat.select(slice(s, s + step)).matrix()) for s in range(0, len(flat.tokens), step)]
-    return tuple(torch.cat([part[c] for part in parts]).reshape(logits.lead) for c in range(3))
+    def measure(logits: KeyLogits) -> dict[str, Tensor]:
+        details.append(swap_attention_detail(logits.flat().select(0), block_size, tau))
+        return {}
+
+    minimum = 2 * block_size
+    with distributed.alone():  # one prompt, measured on every rank
+        for _ in engine.run(lens, prepared, measure, layers=[geo.layer], heads=(head,), min_keys=minimum,
+                            need=f"2 blocks of {block_size}", batch_size=1, progress=False):
+            pass
+    (swap,) = details
+    prompt_0 = prepared[0]
+    swappable = prepared.key_groups([0], geo, minimum, "")[0].swappable
+    blocks = make_blocks(len(swappable), block_size)
+    positions = [tuple(swappable[k] for k in block.tolist()) for block in blocks]
+    i, j = swap.pairs[:, 0], swap.pairs[:, 1]
+    frame = pd.DataFrame({
+        "block_i": i.tolist(),
+        "block_j": j.tolist(),
+        "positions_i": [positions[b] for b in i.tolist()],
+        "positions_j": [positions[b] for b in j.tolist()],
+        "d_i": swap.d_base[i].tolist(),
+        "d_j": swap.d_base[j].tolist(),
+        "d_i_swapped": swap.d_swapped[:, 0].tolist(),
+        "d_j_swapped": swap.d_swapped[:, 1].tolist(),
+        "weight": swap.weights.tolist(),
+        "cos_positional": swap.cos_positional.tolist(),
+        "cos_symbolic": swap.cos_symbolic.tolist(),
+    })[schema.SWAPS.names]
+    frame.attrs.update({"layer": geo.layer, "head": head, "query": prompt_0.query,
+                        "positional": float((swap.weights * swap.cos_positional).sum()),
+                        "symbolic": float((swap.weights * swap.cos_symbolic).sum()),
+                        "config": config.to_dict(), "model": lens.backend.model_name})
+    return frame
 
 
 register_score_method(SwapScore())
-register_score_method(AnovaScore())
