@@ -103,7 +103,7 @@ def test_retrained_runs_replace_the_shipped_models(tmp_path: Path, monkeypatch: 
     run = report.retrained(tmp_path, "number", False, recipe=tiny)
     assert run.info["step"] == 4 and list(run.evaluation.columns) == ["hops", "accuracy", "n"]
     assert sorted(run.dynamics["step"].unique()) == [2, 4] and run.length_generalization is None
-    monkeypatch.setattr(report, "retrained", lambda folder, task, progress: run)
+    monkeypatch.setattr(report.inputs, "retrained", lambda folder, task, progress: run)
     runs = report.load_runs(report.ReportConfig(retrain=tmp_path, data=tmp_path))
     assert [r.shipped for r in runs] == [run, run]
 

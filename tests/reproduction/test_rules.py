@@ -115,7 +115,7 @@ def test_the_report_relabels_stored_scores_for_figure_7() -> None:
     dynamics = _dynamics([(500, 0, 0.5, 0.5, 0.1)] + [(1000, layer, 0.93, 0.02, 1.0) for layer in range(3)]
                          + [(1000, 3, 0.99, 0.01, 1.0)])
     run = report.Run("number", 0, dynamics, pd.DataFrame())
-    claim = report._gamma_robustness([run], report.Section("t", "t", "t"))
+    claim = report.learning._gamma_robustness([run], report.Section("t", "t", "t"))
     assert "positional 4 → 1" in claim.measured and claim.verdict == "does not reproduce"
 
 

@@ -1,0 +1,107 @@
+"""The report as a page: the ``Report`` (its sections and the context it ran in), its summary table
+and its one self-contained HTML file (plotly.js inline, no network)."""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from psheads import __version__
+from psheads.reproduction.references import PAPER_A, PAPER_B
+from psheads.reproduction.report.claims import Claim, Section
+from psheads.reproduction.rules import VERDICT_COLORS
+
+
+@dataclass
+class Report:
+    """The whole report: sections in order and the context it ran in."""
+
+    sections: list[Section]
+    context: dict[str, Any]
+
+    def summary(self) -> pd.DataFrame:
+        """One row per claim: ``section, paper, source, claim, measured, verdict, rule fixed, controls``."""
+        columns = ["section", "paper", "source", "claim", "measured", "verdict", "rule fixed", "controls"]
+        rows = [{"section": s.title, "paper": c.published.paper.key, "source": c.published.locator,
+                 "claim": c.published.claim, "measured": c.measured, "verdict": c.verdict,
+                 "rule fixed": c.rule.fixed if c.rule is not None else "—", "controls": c.controls}
+                for s in self.sections for c in s.claims]
+        return pd.DataFrame(rows, columns=columns)
+
+    def to_html(self) -> str:
+        """The report as one self-contained HTML page (plotly.js inline; opens offline)."""
+        return render_html(self)
+
+    def write(self, path: str | Path) -> Path:
+        """Write ``to_html()`` to ``path`` (its folder must exist); returns the path."""
+        path = Path(path)
+        if not path.parent.is_dir():
+            raise ValueError(f"Cannot write {path}: the folder {path.parent} does not exist; create it first.")
+        path.write_text(self.to_html(), encoding="utf-8")
+        return path
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#1f2328;line-height:1.5}
+h1{font-size:1.8em}h2{border-bottom:1px solid #d0d7de;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;margin:1em 0;font-size:.88em;display:block;overflow-x:auto}
+th,td{border:1px solid #d0d7de;padding:.3em .6em;text-align:left;vertical-align:top}
+th{background:#f6f8fa}.verdict{color:#fff;border-radius:1em;padding:.1em .6em;white-space:nowrap;font-weight:600}
+.note{color:#57606a}.figure{margin:1em 0}pre{background:#f6f8fa;padding:1em;overflow-x:auto}
+"""
+
+
+def _badge(verdict: str) -> str:
+    return f'<span class="verdict" style="background:{VERDICT_COLORS[verdict]}">{html.escape(verdict)}</span>'
+
+
+def _table(frame: pd.DataFrame) -> str:
+    return frame.to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="—", border=0, escape=True)
+
+
+def _claims_html(claims: list[Claim]) -> str:
+    head = ("<tr><th>source</th><th>claim</th><th>psheads measured</th><th>verdict</th><th>why</th>"
+            "<th>the rule's controls</th></tr>")
+    body = "".join(
+        f"<tr><td>{html.escape(c.published.locator)}</td>"
+        f"<td>{html.escape(c.published.claim)}</td><td>{html.escape(c.measured)}</td><td>{_badge(c.verdict)}</td>"
+        f"<td>{html.escape(c.reason)}</td><td>{html.escape(c.controls)}</td></tr>" for c in claims)
+    return f"<table>{head}{body}</table>"
+
+
+def render_html(report: Report) -> str:
+    """The report as one HTML page with plotly.js inline."""
+    from plotly.offline import get_plotlyjs
+
+    parts = [f"<h1>psheads {html.escape(__version__)}: reproduction report</h1>",
+             f"<p>Generated {html.escape(report.context['date (UTC)'])} UTC in "
+             f"{report.context['timings (s)']['total']:.0f} s. Papers: A — {html.escape(PAPER_A.citation())}; "
+             f"B — {html.escape(PAPER_B.citation())}.</p>",
+             "<h2 id='summary'>Summary</h2>"]
+    summary = report.summary()
+    counts = summary["verdict"].value_counts()
+    parts.append("<p>" + ", ".join(f"{_badge(v)} {int(counts.get(v, 0))}" for v in VERDICT_COLORS) + "</p>")
+    parts.append(_claims_html([c for s in report.sections for c in s.claims]))
+    figure_index = 0
+    for section in report.sections:
+        parts.append(f"<h2 id='{section.key}'>{html.escape(section.title)}</h2><p>{html.escape(section.intro)}</p>")
+        if section.claims:
+            parts.append(_claims_html(section.claims))
+        parts += [f"<p class='note'>{html.escape(note)}</p>" for note in section.notes]
+        for caption, frame in section.tables:
+            parts.append(f"<h3>{html.escape(caption)}</h3>{_table(frame)}")
+        for caption, figure in section.figures:
+            figure_index += 1
+            div = figure.to_html(full_html=False, include_plotlyjs=False, div_id=f"figure-{figure_index}",
+                                 config={"displaylogo": False, "responsive": True})
+            parts.append(f"<div class='figure'><h3>{html.escape(caption)}</h3>{div}</div>")
+    parts.append("<h2 id='context'>Configuration, versions and machine</h2>"
+                 f"<pre>{html.escape(json.dumps(report.context, indent=2, default=str))}</pre>")
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>psheads reproduction report</title>"
+            f"<style>{_CSS}</style><script>{get_plotlyjs()}</script></head><body>{''.join(parts)}</body></html>")

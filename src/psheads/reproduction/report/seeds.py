@@ -1,0 +1,51 @@
+"""The report's section on seed robustness: every seed of a recipe side by side, and whether the
+placement and learning-order verdicts hold in each."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from psheads import plotting
+from psheads.interface.reprs import layer_text
+from psheads.reproduction.report.claims import Section
+from psheads.reproduction.report.inputs import TASKS, ReportConfig, Run
+from psheads.reproduction.report.learning import learning_order, placement
+from psheads.results import analysis
+
+
+def seeds_table(runs: list[Run]) -> pd.DataFrame:
+    """Per run: final accuracy (all hops), pure layers, and when each hop count was learned."""
+    rows = []
+    for run in runs:
+        final = run.final_accuracy.set_index(run.final_accuracy["hops"].astype(str))["accuracy"]
+        n = run.final_accuracy.set_index(run.final_accuracy["hops"].astype(str))["n"]
+        row = {"task": run.task, "seed": run.seed, "accuracy": float(final.get("all", np.nan)),
+               "test prompts": int(n.get("all", 0)),
+               "pure positional layers": layer_text(analysis.pure_layers(run.dynamics, "positional")),
+               "pure symbolic layers": layer_text(analysis.pure_layers(run.dynamics, "symbolic"))}
+        row.update({f"{hops} hop learned at": step for hops, step in analysis.learned_at(run.dynamics).items()})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def seeds_section(runs: list[Run], config: ReportConfig) -> Section:
+    section = Section("seeds", "Seed robustness",
+                      "Every seed trained with the same recipe. A difference from paper B that holds in every seed "
+                      "is a property of the recipe, one that changes with the seed is luck.")
+    table = seeds_table(runs)
+    section.tables.append(("Per seed: final accuracy, where the pure heads sit, when each hop count was learned",
+                           table))
+    for task in TASKS:
+        stacked = pd.concat([run.dynamics.assign(model=f"{task} seed {run.seed}") for run in runs if run.task == task],
+                            ignore_index=True)
+        section.figures.append((f"{task}: pure heads over training, per seed", plotting.pure_head_counts(stacked)))
+    seeds = {task: sorted(table.loc[table["task"] == task, "seed"]) for task in TASKS}
+    section.notes.append("Seeds: " + "; ".join(f"{task} {', '.join(map(str, s))}" for task, s in seeds.items()) + ".")
+    if min(len(s) for s in seeds.values()) < 2:
+        section.notes.append("Fewer than two seeds per task are stored: nothing can be said about robustness yet.")
+    for claim in placement(runs) + learning_order(runs):
+        per_seed = "survives in every seed" if claim.verdict == "does not reproduce" else (
+            "depends on the seed" if claim.verdict == "partly" else "agrees with the paper in every seed")
+        section.notes.append(f"{claim.published.claim}: {per_seed} ({claim.reason})")
+    return section
