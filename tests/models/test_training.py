@@ -19,6 +19,8 @@ import transformers
 
 import psheads
 from psheads.models import checkpoints, training, zoo
+from psheads.models.training import data as training_data
+from psheads.models.training import recording
 from psheads.results import schema
 from psheads.tasks import LetterTask, NumberTask
 
@@ -154,10 +156,10 @@ def test_a_checkpoint_holds_its_records_so_an_interruption_loses_none(tmp_path, 
             raise KeyboardInterrupt("killed")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(training, "evaluate", interrupted)
+    monkeypatch.setattr(recording, "evaluate", interrupted)
     with pytest.raises(KeyboardInterrupt):
         training.train(NumberTask(), tiny_config(dynamics_prompts=4), tmp_path, progress=False)
-    monkeypatch.setattr(training, "evaluate", real)
+    monkeypatch.setattr(recording, "evaluate", real)
     assert [p.name for p in checkpoints.list_checkpoints(tmp_path)] == ["checkpoint-000003"]
     assert not list(tmp_path.glob("*.partial"))  # an interrupted checkpoint is removed, never half-kept
     resumed = training.train(NumberTask(), tiny_config(dynamics_prompts=4), tmp_path, progress=False)
@@ -285,12 +287,12 @@ def test_a_failed_train_removes_the_directory_it_created(tmp_path, monkeypatch) 
     def broken(*args, **kwargs):
         raise RuntimeError("broken step")
 
-    monkeypatch.setattr(training, "training_batch", broken)  # an error in the first step
+    monkeypatch.setattr(training_data, "training_batch", broken)  # an error in the first step
     with pytest.raises(RuntimeError, match="broken step"):
         training.train(NumberTask(), tiny_config(), target, progress=False)
     assert not (tmp_path / "new").exists()
     monkeypatch.undo()
-    monkeypatch.setattr(training, "evaluate", broken)  # an error while writing the first checkpoint
+    monkeypatch.setattr(recording, "evaluate", broken)  # an error while writing the first checkpoint
     with pytest.raises(RuntimeError, match="broken step"):
         training.train(NumberTask(), tiny_config(dynamics_prompts=0), target, progress=False)
     assert not (tmp_path / "new").exists()
@@ -391,10 +393,10 @@ def test_a_second_training_into_one_folder_is_refused(tmp_path, monkeypatch, cap
             seen.append(True)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(training, "evaluate", second_writer)
+    monkeypatch.setattr(recording, "evaluate", second_writer)
     training.train(NumberTask(), tiny_config(dynamics_prompts=0), tmp_path / "run", progress=False)
     assert seen and not (tmp_path / "run" / checkpoints.LOCK).exists()  # released at the end
-    monkeypatch.setattr(training, "evaluate", real)
+    monkeypatch.setattr(recording, "evaluate", real)
     # a lock left by a process that has died (SIGKILL) is taken over; one of a live process is not
     other = tmp_path / "other"
     other.mkdir()
@@ -568,17 +570,17 @@ def test_a_run_recorded_before_the_recipe_options_still_resumes(tmp_path) -> Non
     """Records written before max_grad_norm, train_set, … (and LetterTask.sampling) existed lack
     those fields: they are read as their defaults, and only a real difference refuses the resume."""
     task, config = LetterTask(), tiny_config()
-    old = training._run_record(task, config)
+    old = recording._run_record(task, config)
     for name in ("max_grad_norm", "decay_norms_and_biases", "train_set", "keep_best", "validation_prompts"):
         del old["training"][name]
     del old["task_options"]["sampling"]
-    checkpoints.check_same_run(tmp_path, training._with_defaults(old, task), training._run_record(task, config))
+    checkpoints.check_same_run(tmp_path, recording._with_defaults(old, task), recording._run_record(task, config))
     with pytest.raises(ValueError, match="max_grad_norm"):
-        checkpoints.check_same_run(tmp_path, training._with_defaults(old, task),
-                                   training._run_record(task, tiny_config(max_grad_norm=1.0)))
+        checkpoints.check_same_run(tmp_path, recording._with_defaults(old, task),
+                                   recording._run_record(task, tiny_config(max_grad_norm=1.0)))
     with pytest.raises(ValueError, match="sampling"):
-        checkpoints.check_same_run(tmp_path, training._with_defaults(old, task),
-                                   training._run_record(LetterTask(sampling="paper-b"), config))
+        checkpoints.check_same_run(tmp_path, recording._with_defaults(old, task),
+                                   recording._run_record(LetterTask(sampling="paper-b"), config))
 
 
 def test_the_paper_b_script_trains_measures_and_skips_what_is_done(tmp_path, monkeypatch) -> None:

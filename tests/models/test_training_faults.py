@@ -38,7 +38,7 @@ CONFIG = dict(steps=4, batch_size=4, warmup_steps=1, checkpoint_every=2, eval_pr
 #         the counted call on which the child dies, before or after that call runs)
 PHASES = {
     "optimizer step": ("torch.optim:AdamW.step", "", 3, "after"),  # step 3: weights updated, schedule not
-    "evaluation": ("psheads.models.training:evaluate", "", 2, "before"),  # checkpoint 4's evaluation
+    "evaluation": ("psheads.models.training.recording:evaluate", "", 2, "before"),  # checkpoint 4's evaluation
     "dynamics": ("psheads.measure.scoring:score_heads", "", 1, "before"),  # checkpoint 2's head scoring
     # checkpoint 4: trainer_state.safetensors written, trainer_state.json not yet
     "between files": ("safetensors.torch:save_file", "trainer_state.safetensors", 2, "after"),

@@ -1,26 +1,10 @@
-"""Summaries of score frames: pure pandas/numpy functions, no model calls.
+"""Summaries of score frames per layer and per group of layers.
 
-Every function takes a reduced ``score_heads`` frame (one row per (layer, head) or, with
-``by_frequency=True``, per (layer, head, plane)) and returns a tidy frame: one row per group and
-score column, with the numbers in named columns. Frames scored on different prompt sets or models
-can be concatenated with a column telling them apart and summarised together through ``by``.
-
-- ``layer_summary``: median and quantiles over the heads of each layer.
-- ``early_late`` and ``local_global``: two groups of layers compared, with bootstrap confidence
-  intervals for each group's median and for the difference of the medians (whole layers
-  resampled: ``layer_bootstrap_medians``).
-- ``correlation``: Pearson r (Fisher or bootstrap interval) and Spearman ρ across heads.
-- ``frequency_summary`` and ``band_summary``: per-plane scores of a ``by_frequency`` frame, per
-  frequency ID and per frequency band.
-- ``layer_kinds`` and ``add_layer_kind``: which layers are local (sliding window) or global, read
-  from a ``RopeLens``'s geometry or given as a list.
-- ``kv_group_agreement``: whether heads that share a KV head (GQA) share a role, against a
-  within-layer shuffle; ``difference_of_medians``: a bootstrap comparison with a verdict.
-- Learning dynamics (a ``dynamics.csv`` table) and length curves: ``hop_accuracy``,
-  ``learned_at``, ``pure_layers``, ``first_pure`` and ``longest_ready``.
-
-Medians and quantiles skip NaN scores (heads labelled ``non-finite``); ``n`` counts the finite
-values each row summarises.
+Every function takes a reduced ``score_heads`` frame (one row per (layer, head)) and returns a
+tidy frame: one row per group and score column, with the numbers in named columns. Frames scored
+on different prompt sets or models can be concatenated with a column telling them apart and
+summarised together through ``by``. ``column_names`` and ``check_scores`` check such arguments
+(the per-plane summaries of ``frequency`` and the figures use them too).
 """
 
 from __future__ import annotations
@@ -36,29 +20,22 @@ import pandas as pd
 from psheads.interface import validation
 from psheads.interface.reprs import layer_text
 from psheads.results import schema
-
-__all__ = [
-    "SCORE_COLUMNS",
-    "add_frequency_band",
-    "add_layer_kind",
-    "band_summary",
-    "correlation",
-    "early_late",
-    "frequency_summary",
-    "label_counts",
-    "layer_kinds",
-    "layer_summary",
-    "local_global",
-]
+from psheads.results.analysis.statistics import (
+    MIN_LAYERS,
+    confidence_level,
+    describe,
+    finite_values,
+    layer_bootstrap_medians,
+    pearson,
+    percentile_interval,
+    quantile_name,
+    quantile_pair,
+)
 
 SCORE_COLUMNS = ("positional", "symbolic")
 """The score columns summarised by default."""
 
 LOCAL, GLOBAL = "local", "global"
-MIN_LAYERS = 2
-"""Layers a group needs for a layer-bootstrap interval (with one, every resample is that layer)."""
-UNROTATED = "unrotated"
-"""Band of plane 0 (the unrotated dims, θ = 0)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -113,115 +90,8 @@ def check_scores(frame: Any, what: str, columns: Sequence[str], by: Sequence[str
     return frame
 
 
-def _quantiles(quantiles: Any) -> tuple[float, float]:
-    if isinstance(quantiles, (str, bytes)) or not isinstance(quantiles, Iterable):
-        raise TypeError(f"quantiles must be a pair (low, high), e.g. (0.25, 0.75), got {quantiles!r}.")
-    values = tuple(quantiles)
-    if len(values) != 2:
-        raise ValueError(f"quantiles must be a pair (low, high), e.g. (0.25, 0.75), got {len(values)} values.")
-    low, high = (validation.number(value, "quantiles item", minimum=0.0, maximum=1.0) for value in values)
-    if not low < high:
-        raise ValueError(f"quantiles must be increasing (low < high), got {values!r}.")
-    return low, high
-
-
-def quantile_name(q: float) -> str:
-    return f"q{100 * q:g}"
-
-
-def _confidence(confidence: Any) -> float:
-    return validation.number(confidence, "confidence", above=0.0, below=1.0)
-
-
 def _layer(value: Any, name: str) -> int:
     return validation.integer(value, name, minimum=0)
-
-
-# --------------------------------------------------------------------------------------------
-# statistics
-
-
-def _finite(values: Any) -> np.ndarray:
-    array = np.asarray(values, dtype=float)
-    return array[np.isfinite(array)]
-
-
-def _stats(values: np.ndarray, quantiles: tuple[float, float]) -> dict[str, float]:
-    names = [quantile_name(q) for q in quantiles]
-    if values.size == 0:
-        return {"n": 0, "mean": math.nan, "median": math.nan, names[0]: math.nan, names[1]: math.nan,
-                "min": math.nan, "max": math.nan}
-    low, high = np.quantile(values, quantiles)
-    return {"n": int(values.size), "mean": float(values.mean()), "median": float(np.median(values)),
-            names[0]: float(low), names[1]: float(high), "min": float(values.min()), "max": float(values.max())}
-
-
-def _bootstrap_medians(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    if values.size == 0:
-        return np.full(n_boot, math.nan)
-    index = rng.integers(0, values.size, size=(n_boot, values.size))
-    return np.median(values[index], axis=1)
-
-
-def layer_bootstrap_medians(values: Any, layers: Any, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """Medians of a cluster bootstrap over layers: ``n_boot`` resamples, each one drawing as many
-    layers as there are, with replacement, and taking the median of every head of the drawn layers
-    pooled (a layer drawn twice counts twice).
-
-    Heads of one layer share their inputs and are not independent; resampling whole layers keeps
-    that dependence, where resampling heads would treat a layer of identical heads as many
-    independent measurements.
-
-    Args:
-        values: one score per head (non-finite values are left out; a layer with none left is not
-            a unit).
-        layers: each value's layer, the same length as ``values``.
-        n_boot: resamples.
-        rng: the generator the layers are drawn from.
-
-    Returns:
-        ``Float[ndarray, "n_boot"]``, the medians; all NaN with fewer than ``MIN_LAYERS`` layers,
-        where resampling layers cannot tell how much the median would move.
-    """
-    values, layers = np.asarray(values, dtype=float), np.asarray(layers)
-    if values.shape != layers.shape or values.ndim != 1:
-        raise ValueError(f"values and layers must be 1-d and of one length, got shapes {values.shape} and "
-                         f"{layers.shape}.")
-    finite = np.isfinite(values)
-    values, layers = values[finite], layers[finite]
-    order = np.argsort(values, kind="stable")
-    values, layers = values[order], layers[order]
-    units, member = np.unique(layers, return_inverse=True)
-    k = units.size
-    if k < MIN_LAYERS:
-        return np.full(n_boot, math.nan)
-    draws = rng.integers(0, k, size=(n_boot, k))
-    counts = np.bincount((draws + k * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * k).reshape(n_boot, k)
-    # each resample as weights on the sorted heads: the pooled median without building the pool
-    cumulative = counts[:, member].cumsum(axis=1)
-    total = cumulative[:, -1:]
-    low = (cumulative <= (total - 1) // 2).sum(axis=1)
-    high = (cumulative <= total // 2).sum(axis=1)
-    return (values[low] + values[high]) / 2
-
-
-def _interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
-    samples = samples[np.isfinite(samples)]
-    if samples.size == 0:
-        return math.nan, math.nan
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(samples, [tail, 1 - tail])
-    return float(low), float(high)
-
-
-def _pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Pearson r along the last axis (NaN where a variance is zero)."""
-    xc = x - x.mean(-1, keepdims=True)
-    yc = y - y.mean(-1, keepdims=True)
-    denominator = np.sqrt((xc * xc).sum(-1) * (yc * yc).sum(-1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = (xc * yc).sum(-1) / denominator
-    return np.where(denominator > 0, np.clip(r, -1.0, 1.0), np.nan)
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,13 +113,13 @@ def layer_summary(scores: pd.DataFrame, *, columns: Sequence[str] = SCORE_COLUMN
         quantiles, ``min``, ``max``.
     """
     columns, by = column_names(columns, "columns"), column_names(by, "by")
-    q = _quantiles(quantiles)
+    q = quantile_pair(quantiles)
     frame = check_scores(scores, "layer_summary", columns, by, per_plane=False)
     rows = []
     for key, part in frame.groupby([*by, "layer"], sort=True):
         key = key if isinstance(key, tuple) else (key,)
         for column in columns:
-            rows.append({**dict(zip([*by, "layer"], key)), "score": column, **_stats(_finite(part[column]), q)})
+            rows.append({**dict(zip([*by, "layer"], key)), "score": column, **describe(finite_values(part[column]), q)})
     out = pd.DataFrame(rows)
     out["layer"] = out["layer"].astype(int)
     out.attrs["quantiles"] = q
@@ -298,16 +168,16 @@ def _compare(frame: pd.DataFrame, group_of: Mapping[int, str], order: tuple[str,
             medians = {}
             for group in order:
                 members = part[part["_group"] == group]
-                values = _finite(members[column])
+                values = finite_values(members[column])
                 boot = layer_bootstrap_medians(members[column], members["layer"], n_boot, rng)
                 medians[group] = (values, boot)
-                low, high = _interval(boot, confidence)
+                low, high = percentile_interval(boot, confidence)
                 layers = sorted(int(layer) for layer in members["layer"].unique())
                 rows.append({**base, "group": group, "layers": layer_text(layers), "n_layers": len(layers),
-                             "score": column, **_stats(values, q), "median_ci_low": low, "median_ci_high": high})
+                             "score": column, **describe(values, q), "median_ci_low": low, "median_ci_high": high})
             (first, boot_first), (second, boot_second) = medians[order[0]], medians[order[1]]
             difference = (float(np.median(second) - np.median(first)) if first.size and second.size else math.nan)
-            low, high = _interval(boot_second - boot_first, confidence)
+            low, high = percentile_interval(boot_second - boot_first, confidence)
             rows.append({**base, "group": f"{order[1]} - {order[0]}", "layers": "", "n_layers": 0, "score": column,
                          "n": int(first.size + second.size), "mean": math.nan, "median": difference,
                          lo_name: math.nan, hi_name: math.nan, "min": math.nan, "max": math.nan,
@@ -352,8 +222,8 @@ def early_late(scores: pd.DataFrame, split: int | None = None, *, columns: Seque
         there are few distinct resamples. Split so that each group has several layers.
     """
     columns, by = column_names(columns, "columns"), column_names(by, "by")
-    q = _quantiles(quantiles)
-    confidence = _confidence(confidence)
+    q = quantile_pair(quantiles)
+    confidence = confidence_level(confidence)
     n_boot = validation.integer(n_boot, "n_boot", minimum=1)
     seed = validation.seed(seed)
     frame = check_scores(scores, "early_late", columns, by, per_plane=False)
@@ -465,8 +335,8 @@ def local_global(scores: pd.DataFrame, local: Any, *, columns: Sequence[str] = S
         and a kind with a single layer has no interval (NaN).
     """
     columns, by = column_names(columns, "columns"), column_names(by, "by")
-    q = _quantiles(quantiles)
-    confidence = _confidence(confidence)
+    q = quantile_pair(quantiles)
+    confidence = confidence_level(confidence)
     n_boot = validation.integer(n_boot, "n_boot", minimum=1)
     seed = validation.seed(seed)
     frame = check_scores(scores, "local_global", columns, by, per_plane=False)
@@ -512,7 +382,7 @@ def correlation(scores: pd.DataFrame, x: str = "positional", y: str = "symbolic"
         raise TypeError("x and y must each be one column name.")
     (x,), (y,) = x, y
     by = column_names(by, "by")
-    confidence = _confidence(confidence)
+    confidence = confidence_level(confidence)
     n_boot = validation.integer(n_boot, "n_boot", minimum=1)
     seed = validation.seed(seed)
     frame = check_scores(scores, "correlation", list(dict.fromkeys([x, y])), [name for name in by if name != "layer"],
@@ -525,7 +395,7 @@ def correlation(scores: pd.DataFrame, x: str = "positional", y: str = "symbolic"
         pairs = part[[x, y]].to_numpy(dtype=float)
         pairs = pairs[np.isfinite(pairs).all(axis=1)]
         n = len(pairs)
-        r = float(_pearson(pairs[:, 0], pairs[:, 1])) if n >= 2 else math.nan
+        r = float(pearson(pairs[:, 0], pairs[:, 1])) if n >= 2 else math.nan
         low = high = math.nan
         if math.isfinite(r) and method == "fisher" and n > 3:
             if abs(r) == 1.0:
@@ -535,10 +405,10 @@ def correlation(scores: pd.DataFrame, x: str = "positional", y: str = "symbolic"
                 low, high = math.tanh(z - half), math.tanh(z + half)
         elif math.isfinite(r) and method == "bootstrap":
             index = rng.integers(0, n, size=(n_boot, n))
-            low, high = _interval(_pearson(pairs[index, 0], pairs[index, 1]), confidence)
+            low, high = percentile_interval(pearson(pairs[index, 0], pairs[index, 1]), confidence)
         if n >= 2:
             ranks = pd.DataFrame(pairs).rank().to_numpy()
-            spearman = float(_pearson(ranks[:, 0], ranks[:, 1]))
+            spearman = float(pearson(ranks[:, 0], ranks[:, 1]))
         else:
             spearman = math.nan
         rows.append({**dict(zip(by, key)), "x": x, "y": y, "n": n, "r": r, "ci_low": low, "ci_high": high,
@@ -547,195 +417,7 @@ def correlation(scores: pd.DataFrame, x: str = "positional", y: str = "symbolic"
 
 
 # --------------------------------------------------------------------------------------------
-# per frequency
-
-
-def _band_table(max_plane: int, bands: Any) -> list[tuple[str, int, int]]:
-    """``[(name, first_id, last_id)]``, fastest band first."""
-    if isinstance(bands, Mapping):
-        table = []
-        for name, span in bands.items():
-            if not isinstance(name, str):
-                raise TypeError(f"bands keys must be band names (strings), got {name!r}.")
-            if isinstance(span, (str, bytes)) or not isinstance(span, Sequence) or len(span) != 2:
-                raise TypeError(f"bands[{name!r}] must be a pair (first_id, last_id), got {span!r}.")
-            first, last = (validation.integer(value, f"bands[{name!r}] item", minimum=1) for value in span)
-            if first > last:
-                raise ValueError(f"bands[{name!r}] must have first_id <= last_id, got {tuple(span)}.")
-            table.append((name, first, last))
-        if not table:
-            raise ValueError("bands must name at least one band.")
-        table.sort(key=lambda row: row[1])
-        for (name_a, _, last_a), (name_b, first_b, _) in zip(table, table[1:]):
-            if first_b <= last_a:
-                raise ValueError(f"bands {name_a!r} and {name_b!r} overlap.")
-        return table
-    count = validation.integer(bands, "bands", minimum=1)
-    if count > max_plane:
-        raise ValueError(f"bands asks for {count} bands, but there are only {max_plane} rotated planes.")
-    table = []
-    for part in np.array_split(np.arange(1, max_plane + 1), count):
-        first, last = int(part[0]), int(part[-1])
-        table.append((f"IDs {first}–{last}" if first != last else f"ID {first}", first, last))
-    return table
-
-
-def _period_table(period_edges: Any) -> list[tuple[str, float, float]]:
-    if isinstance(period_edges, (str, bytes)) or not isinstance(period_edges, Iterable):
-        raise TypeError(f"period_edges must be a list of periods in tokens, e.g. [16, 256], got {period_edges!r}.")
-    edges = [validation.number(value, "period_edges item", above=0.0) for value in period_edges]
-    if not edges or any(b <= a for a, b in zip(edges, edges[1:])):
-        raise ValueError(f"period_edges must be a non-empty increasing list, got {edges}.")
-    bounds = [0.0, *edges, math.inf]
-    table = []
-    for low, high in zip(bounds, bounds[1:]):
-        if low == 0.0:
-            name = f"period < {high:g}"
-        elif math.isinf(high):
-            name = f"period ≥ {low:g}"
-        else:
-            name = f"period {low:g}–{high:g}"
-        table.append((name, low, high))
-    return table
-
-
-def add_frequency_band(scores: pd.DataFrame, bands: int | Mapping[str, tuple[int, int]] = 4,
-                       period_edges: Sequence[float] | None = None) -> pd.DataFrame:
-    """A copy of a per-plane frame with ``band`` and ``band_index`` (1 = fastest band) columns.
-
-    Plane 0 (the unrotated dims, θ = 0) gets band ``"unrotated"`` and the last index.
-
-    Args:
-        scores: a ``by_frequency`` frame (``plane`` and ``theta`` columns), or any frame with them.
-        bands: ``n`` equal-width bands of frequency IDs (1 = fastest), or a mapping
-            ``{name: (first_id, last_id)}`` (inclusive, not overlapping; planes outside every band
-            get band ``None``).
-        period_edges: instead of ID bands, band by the period 2π/θ in tokens: edges
-            ``[e1, e2, …]`` give bands ``period < e1``, ``period e1–e2``, …, ``period ≥ ek``. The
-            period depends on θ, so the same ID can fall in different bands in layers with
-            different RoPE bases.
-    """
-    schema.SCORES.check(scores, ["plane", "theta"], "add_frequency_band")
-    planes = scores["plane"].to_numpy()
-    rotated = planes[planes > 0]
-    out = scores.copy()
-    if period_edges is not None:
-        table = _period_table(period_edges)
-        theta = scores["theta"].to_numpy(dtype=float)
-        with np.errstate(divide="ignore"):
-            period = np.where(theta > 0, 2 * np.pi / theta, np.inf)
-        index = np.searchsorted([high for _, _, high in table[:-1]], period, side="right") + 1
-        names = [table[i - 1][0] for i in index]
-    else:
-        if rotated.size == 0:
-            raise ValueError("add_frequency_band: the frame has no rotated planes (plane > 0).")
-        table = _band_table(int(rotated.max()), bands)
-        names, index = [], []
-        for plane in planes:
-            match = next(((i, name) for i, (name, first, last) in enumerate(table, 1) if first <= plane <= last), None)
-            names.append(match[1] if match else None)
-            index.append(match[0] if match else -1)
-        index = np.asarray(index)
-    unrotated = planes == 0
-    out["band"] = [UNROTATED if zero else name for zero, name in zip(unrotated, names)]
-    out["band_index"] = np.where(unrotated, len(table) + 1, index).astype(int)
-    return out
-
-
-def _per_plane(scores: pd.DataFrame, what: str, columns: Any, by: Any, quantiles: Any,
-               unrotated: Any) -> tuple[pd.DataFrame, tuple[str, ...], tuple[str, ...], tuple[float, float]]:
-    """The checked arguments of a per-plane summary: (rows to summarise, columns, by, quantiles)."""
-    columns, by = column_names(columns, "columns"), column_names(by, "by")
-    q = _quantiles(quantiles)
-    frame = check_scores(scores, what, columns, [name for name in by if name != "layer"], per_plane=True)
-    if not validation.boolean(unrotated, "unrotated"):
-        frame = frame[frame["plane"] > 0]
-        if frame.empty:
-            raise ValueError(f"{what}: the frame has no rotated planes (plane > 0); pass unrotated=True to keep "
-                             "plane 0.")
-    return frame, columns, by, q
-
-
-def frequency_summary(scores: pd.DataFrame, *, columns: Sequence[str] = SCORE_COLUMNS,
-                      quantiles: Sequence[float] = (0.25, 0.75), by: str | Sequence[str] = (),
-                      bands: int | Mapping[str, tuple[int, int]] = 4, period_edges: Sequence[float] | None = None,
-                      unrotated: bool = False) -> pd.DataFrame:
-    """Each score per frequency ID: median and quantiles over heads (and layers) of a per-plane frame.
-
-    Args:
-        scores: a reduced ``score_heads(..., by_frequency=True)`` frame.
-        columns: the score columns to summarise.
-        quantiles: the (low, high) quantiles to report.
-        by: extra grouping columns, e.g. a layer-kind column from ``add_layer_kind`` (θ of a given
-            ID differs between RoPE bases) or ``"layer"`` for one curve per layer.
-        bands: the band each ID is reported in (see ``add_frequency_band``).
-        period_edges: band by period instead (see ``add_frequency_band``).
-        unrotated: keep plane 0 (the unrotated dims). Left out by default: in a fully rotated
-            model it has no dims, and constant logits score as uniform (1, 1).
-
-    Returns:
-        One row per ([by,] plane, score): ``theta`` (median over the rows; ``theta_min`` and
-        ``theta_max`` show whether it varies), ``period`` (2π/θ in tokens), ``band``, ``n``,
-        ``mean``, ``median``, the two quantiles, ``min``, ``max``.
-    """
-    frame, columns, by, q = _per_plane(scores, "frequency_summary", columns, by, quantiles, unrotated)
-    rows = []
-    for key, part in frame.groupby([*by, "plane"], sort=True):
-        key = key if isinstance(key, tuple) else (key,)
-        theta = part["theta"].to_numpy(dtype=float)
-        centre = float(np.median(theta))
-        period = 2 * math.pi / centre if centre > 0 else math.inf
-        for column in columns:
-            rows.append({**dict(zip([*by, "plane"], key)), "theta": centre, "theta_min": float(theta.min()),
-                         "theta_max": float(theta.max()), "period": period, "score": column,
-                         **_stats(_finite(part[column]), q)})
-    out = pd.DataFrame(rows)
-    out["plane"] = out["plane"].astype(int)
-    banded = add_frequency_band(out, bands=bands, period_edges=period_edges)
-    out.insert(out.columns.get_loc("score"), "band", banded["band"])
-    out.attrs["quantiles"] = q
-    return out
-
-
-def band_summary(scores: pd.DataFrame, *, columns: Sequence[str] = SCORE_COLUMNS,
-                 quantiles: Sequence[float] = (0.25, 0.75), by: str | Sequence[str] = (),
-                 bands: int | Mapping[str, tuple[int, int]] = 4, period_edges: Sequence[float] | None = None,
-                 unrotated: bool = False) -> pd.DataFrame:
-    """Each score per frequency band: median and quantiles over every (head, plane) row of a band.
-
-    Args:
-        scores: a reduced ``score_heads(..., by_frequency=True)`` frame.
-        columns: the score columns to summarise.
-        quantiles: the (low, high) quantiles to report.
-        by: extra grouping columns (e.g. a layer-kind column from ``add_layer_kind``).
-        bands: ``n`` equal-width ID bands or ``{name: (first_id, last_id)}`` (see
-            ``add_frequency_band``).
-        period_edges: band by period 2π/θ in tokens instead (see ``add_frequency_band``).
-        unrotated: keep plane 0 as its own band ``"unrotated"``.
-
-    Returns:
-        One row per ([by,] band, score), fastest band first: ``band_index``, ``planes`` (the IDs
-        as text), ``n`` (rows with a finite score), ``mean``, ``median``, the two quantiles,
-        ``min``, ``max``. Planes outside every named band are left out.
-    """
-    frame, columns, by, q = _per_plane(scores, "band_summary", columns, by, quantiles, unrotated)
-    frame = add_frequency_band(frame, bands=bands, period_edges=period_edges)
-    frame = frame[frame["band_index"] > 0]
-    rows = []
-    for key, part in frame.groupby([*by, "band_index"], sort=True):
-        key = key if isinstance(key, tuple) else (key,)
-        planes = sorted(int(plane) for plane in part["plane"].unique())
-        for column in columns:
-            rows.append({**dict(zip(by, key[:-1])), "band": part["band"].iloc[0], "band_index": int(key[-1]),
-                         "planes": layer_text(planes), "score": column, **_stats(_finite(part[column]), q)})
-    out = pd.DataFrame(rows)
-    out.attrs["quantiles"] = q
-    return out
-
-
-
-# --------------------------------------------------------------------------------------------
-# heads that share a KV head, and frequencies by role
+# heads that share a KV head
 
 
 def kv_group_agreement(scores: pd.DataFrame, *, by: str | Sequence[str] = (), n_shuffles: int = 2000,
@@ -795,83 +477,3 @@ def kv_group_agreement(scores: pd.DataFrame, *, by: str | Sequence[str] = (), n_
                    else "shares a role" if shares else "no more than chance")
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def difference_of_medians(first: Any, second: Any, *, confidence: float = 0.95, n_boot: int = 2000,
-                          seed: int = 0, minimum: int = 3) -> dict[str, Any]:
-    """``median(second) − median(first)`` with a percentile-bootstrap interval, and a verdict:
-    ``"above 0"`` or ``"below 0"`` when the interval excludes 0, ``"inconclusive"`` when it
-    contains it, ``"not measured"`` with fewer than ``minimum`` finite values on a side.
-
-    The values are resampled one by one, as independent draws; to compare groups of layers, whose
-    heads are not independent, use ``early_late`` or ``local_global`` (whole layers resampled)."""
-    confidence, n_boot = _confidence(confidence), validation.integer(n_boot, "n_boot", minimum=1)
-    rng = np.random.default_rng(validation.seed(seed))
-    a, b = _finite(first), _finite(second)
-    out: dict[str, Any] = {"n_first": int(a.size), "n_second": int(b.size)}
-    if a.size < minimum or b.size < minimum:
-        return {**out, "difference": math.nan, "ci_low": math.nan, "ci_high": math.nan, "verdict": "not measured"}
-    low, high = _interval(_bootstrap_medians(b, n_boot, rng) - _bootstrap_medians(a, n_boot, rng), confidence)
-    verdict = "above 0" if low > 0 else "below 0" if high < 0 else "inconclusive"
-    return {**out, "difference": float(np.median(b) - np.median(a)), "ci_low": low, "ci_high": high,
-            "verdict": verdict}
-
-# --- learning dynamics and length curves -----------------------------------------------------------
-READY = 0.9
-"""Accuracy at which a hop count counts as learned, and a length as still solved."""
-
-
-def hop_accuracy(dynamics: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy per checkpoint and hop count from a dynamics table: ``step, hops, accuracy``."""
-    wide = dynamics.drop_duplicates("step").set_index("step")
-    columns = sorted(c for c in wide.columns if c.startswith("accuracy_") and c != "accuracy_all")
-    long = wide[columns].rename(columns=lambda c: c.removeprefix("accuracy_")).reset_index()
-    return long.melt(id_vars="step", var_name="hops", value_name="accuracy")
-
-
-def learned_at(dynamics: pd.DataFrame, threshold: float = READY) -> dict[str, int | None]:
-    """Per hop count: the first checkpoint whose accuracy reaches ``threshold`` (None: never)."""
-    out: dict[str, int | None] = {}
-    for hops, rows in hop_accuracy(dynamics).groupby("hops", sort=True):
-        reached = rows.loc[rows["accuracy"] >= threshold, "step"]
-        out[str(hops)] = int(reached.min()) if len(reached) else None
-    return out
-
-
-def pure_layers(dynamics: pd.DataFrame, label: str) -> list[int]:
-    """Layers whose heads all carry ``label`` at the last checkpoint."""
-    final = dynamics[dynamics["step"] == dynamics["step"].max()]
-    pure = final.groupby("layer")["label"].agg(lambda labels: bool((labels.astype(str) == label).all()))
-    return [int(layer) for layer in pure.index[pure]]
-
-
-def first_pure(dynamics: pd.DataFrame, label: str) -> dict[int, int]:
-    """Per layer that ends with ``label``: the first checkpoint from which it keeps it."""
-    out = {}
-    for layer in pure_layers(dynamics, label):
-        rows = dynamics[dynamics["layer"] == layer].groupby("step")["label"].agg(
-            lambda labels: bool((labels.astype(str) == label).all())).sort_index()
-        broken = rows.index[~rows.to_numpy()]
-        out[layer] = int(rows.index[rows.index > broken.max()].min()) if len(broken) else int(rows.index.min())
-    return out
-
-
-def accuracy_at(frame: pd.DataFrame, length: int) -> float | None:
-    """All-hops accuracy of a length curve at ``length`` tokens: the measured value, or the linear
-    interpolation in log length between the two nearest measured lengths; None outside the range."""
-    rows = frame[frame["hops"].astype(str) == "all"].groupby("length")["accuracy"].mean().sort_index()
-    if rows.empty or not rows.index.min() <= length <= rows.index.max():
-        return None
-    if length in rows.index:
-        return float(rows.loc[length])
-    below, above = rows.index[rows.index < length].max(), rows.index[rows.index > length].min()
-    share = (np.log(length) - np.log(below)) / (np.log(above) - np.log(below))
-    return float(rows.loc[below] + share * (rows.loc[above] - rows.loc[below]))
-
-
-def longest_ready(frame: pd.DataFrame, threshold: float = READY) -> int | None:
-    """The longest prompt length up to which accuracy (all hops) stays ≥ ``threshold``."""
-    rows = frame[frame["hops"].astype(str) == "all"].sort_values("length")
-    below = rows.loc[rows["accuracy"] < threshold, "length"]
-    kept = rows.loc[rows["length"] < below.min(), "length"] if len(below) else rows["length"]
-    return int(kept.max()) if len(kept) else None
