@@ -32,7 +32,7 @@ from psheads.models.training.config import TrainConfig
 from psheads.models.training.data import TrainingData
 from psheads.models.training.model import build_model, query_keep_mask
 from psheads.models.training.recording import best_step, load_checkpoint, save_checkpoint, validation_history
-from psheads.tasks import Task, checked_batch, get_task
+from psheads.tasks import Task, checked_batch, get_task, task_options
 
 logger = logging.getLogger(__name__)
 
@@ -146,6 +146,7 @@ def train(task: Task | str, config: TrainConfig | None = None, output_dir: str |
     task = get_task(task) if isinstance(task, str) else task
     if not isinstance(task, Task):
         raise TypeError(f"task must be a psheads task or the name of a registered one, got {type(task).__name__}.")
+    task_options(task)  # a run records how to rebuild its task: refuse one that cannot say, before any work
     config = TrainConfig() if config is None else config
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}.")

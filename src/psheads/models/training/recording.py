@@ -25,7 +25,7 @@ from psheads.models.checkpoints import CheckpointError
 from psheads.models.training.config import TrainConfig, plain
 from psheads.models.training.data import TEST_SEED_OFFSET, VALIDATION_SEED_OFFSET, derived_seed
 from psheads.results import schema
-from psheads.tasks import Task, checked_batch, task_tokenizer
+from psheads.tasks import Task, checked_batch, task_options, task_tokenizer
 
 
 def evaluate(model: torch.nn.Module, task: Task, n: int, seed: int, batch_size: int = 256) -> pd.DataFrame:
@@ -100,13 +100,9 @@ def save_checkpoint(directory: Path, model: Any, task: Task, config: TrainConfig
     return records
 
 
-def _task_options(task: Task) -> dict:
-    return {f.name: getattr(task, f.name) for f in fields(task) if f.init} if hasattr(task, "__dataclass_fields__") else {}
-
-
 def _run_record(task: Task, config: TrainConfig) -> dict:
     """What a checkpoint records of its run, as JSON values: the task, its options, the settings."""
-    return {"task": task.name, "task_options": plain(_task_options(task)), "training": config.to_dict()}
+    return {"task": task.name, "task_options": plain(task_options(task)), "training": config.to_dict()}
 
 
 def _with_defaults(info: dict, task: Task) -> dict:
