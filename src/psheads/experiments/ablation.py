@@ -129,7 +129,7 @@ def heads_by_label(scores: pd.DataFrame, labels: str | Iterable[str] = "position
                          f"this frame has the column(s) {extra}.")
     wanted = {labels} if isinstance(labels, str) else set(labels)
     chosen = scores[scores["label"].isin(wanted)]
-    return tuple(sorted((int(layer), int(head)) for layer, head in zip(chosen["layer"], chosen["head"])))
+    return tuple(sorted((int(layer), int(head)) for layer, head in zip(chosen["layer"], chosen["head"], strict=True)))
 
 
 def random_heads(model_or_lens: Any, count: int, seed: int = 0, exclude: Iterable[Head] = ()) -> tuple[Head, ...]:
@@ -147,9 +147,11 @@ def random_heads(model_or_lens: Any, count: int, seed: int = 0, exclude: Iterabl
     lens = as_lens(model_or_lens)
     count, seed = validation.integer(count, "count", minimum=1), validation.seed(seed)
     excluded = {tuple(validation.integers(pair, "exclude item")) for pair in exclude}
-    pool = [(geo.layer, head) for geo in lens.layers for head in range(geo.n_heads) if (geo.layer, head) not in excluded]
+    pool = [(geo.layer, head) for geo in lens.layers for head in range(geo.n_heads)
+            if (geo.layer, head) not in excluded]
     if count > len(pool):
-        raise ValueError(f"count={count} heads asked for, but only {len(pool)} are left after excluding {len(excluded)}.")
+        raise ValueError(f"count={count} heads asked for, but only {len(pool)} are left after excluding "
+                         f"{len(excluded)}.")
     order = torch.randperm(len(pool), generator=torch.Generator().manual_seed(seed))[:count]
     return tuple(sorted(pool[i] for i in order.tolist()))
 
@@ -162,8 +164,8 @@ def _check_against(lens: RopeLens, intervention: Intervention) -> None:
                              f"layers 0…{lens.n_layers - 1}.")
         geo = lens.layers[layer]
         if head >= geo.n_heads:
-            raise ValueError(f"Intervention {intervention.name!r}: head {head} is out of range; layer {layer} has heads "
-                             f"0…{geo.n_heads - 1}.")
+            raise ValueError(f"Intervention {intervention.name!r}: head {head} is out of range; layer {layer} has "
+                             f"heads 0…{geo.n_heads - 1}.")
         if intervention.planes is not None and max(intervention.planes) > geo.layout.n_planes:
             raise ValueError(f"Intervention {intervention.name!r}: plane {max(intervention.planes)} is out of range; "
                              f"layer {layer} has planes 1…{geo.layout.n_planes} (1 = fastest) and 0 (unrotated dims).")

@@ -153,7 +153,7 @@ def prompt_sets(tokenizer: Any, config: AtlasConfig, text: str | None = None) ->
     """Every prompt set of the atlas: ``{(name, length or window): tokens}``."""
     text = data.path("prose.txt").read_text(encoding="utf-8") if text is None else text
     sets: dict[tuple[str, int], Tensor] = {}
-    for length, n in zip(config.lengths, config.n_prompts):
+    for length, n in zip(config.lengths, config.n_prompts, strict=True):
         sets["natural", length] = natural_prompts(tokenizer, text, length, n)
         sets["random", length] = random_prompts(tokenizer, length, n, config.seed)
     for name in config.tasks:

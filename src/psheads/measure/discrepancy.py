@@ -171,7 +171,7 @@ def discrepancy(model: Any, task: Task | str, lengths: Iterable[int] | None = No
     rows = []
     with progress_bar(total=len(tasks) * math.ceil(n / batch_size), desc="discrepancy", progress=progress) as bar, \
             lens.backend.analysis():
-        for size, each in zip(sizes, tasks):
+        for size, each in zip(sizes, tasks, strict=True):
             rows += _one_length(lens, each, size, chosen, torch.tensor(heads), n, seed, batch_size, bar,
                                 allow_task_mismatch)
     frame = pd.DataFrame(rows, columns=list(COLUMNS))

@@ -4,8 +4,8 @@
             ─► a measurement ─► Measured rows ─► running-sum reduction ─► tidy frame
 
 A *measurement* is any function ``KeyLogits -> {column: tensor [*lead]}``: the score methods of
-``psheads.measure.methods``, frequency usage in ``psheads.measure.frequency_profile``, or your own. The engine batches the
-prompts, captures q/k̃/tables once per batch, stacks layers that share their geometry and
+``psheads.measure.methods``, frequency usage in ``psheads.measure.frequency_profile``, or your own. The engine
+batches the prompts, captures q/k̃/tables once per batch, stacks layers that share their geometry and
 tables into one pass, groups prompts that share a key layout, bounds memory by ``CHUNK_BYTES``
 and, with ``by_frequency``, hands the measurement one view per RoPE plane. Long inputs stream:
 each layer is measured during the forward and its capture dropped. Under
@@ -211,7 +211,8 @@ def key_logits(geo: LayerGeometry, capture: LayerCapture, group: KeyGroup, heads
     t = group.query
     q = capture.q[rows, 0][:, _index(heads.tolist(), device)].double()  # [g, h, d]
     q_rot = weighted_query(geo, geometry.rotate(q, cos[t], sin[t], geo.layout))
-    k = rearrange(capture.k[rows], "prompt pos kv d -> prompt kv pos d")[:, _index(geo.kv_head_of[heads].tolist(), device)]
+    k = rearrange(capture.k[rows], "prompt pos kv d -> prompt kv pos d")
+    k = k[:, _index(geo.kv_head_of[heads].tolist(), device)]
     swappable, others = _index(group.swappable, device), _index(group.others, device)
     positions, tokens = geometry.position_token_factors(q_rot, k[:, :, swappable], cos[swappable], sin[swappable],
                                                         geo.layout, geo.scale)

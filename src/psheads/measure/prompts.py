@@ -285,11 +285,11 @@ def unpadded(encoding: Mapping) -> Tensor | list[Tensor]:
     if mask is None:
         return ids
     id_rows, mask_rows = _rows(ids, "input_ids"), _rows(mask, "attention_mask")
-    if len(id_rows) != len(mask_rows) or any(i.shape != m.shape for i, m in zip(id_rows, mask_rows)):
+    if len(id_rows) != len(mask_rows) or any(i.shape != m.shape for i, m in zip(id_rows, mask_rows, strict=True)):
         raise ValueError("prompts['attention_mask'] does not match prompts['input_ids'] in shape: pass them as the "
                          "tokenizer returned them.")
     out = []
-    for index, (row, keep) in enumerate(zip(id_rows, mask_rows)):
+    for index, (row, keep) in enumerate(zip(id_rows, mask_rows, strict=True)):
         kept = torch.nonzero(keep.bool()).flatten()
         if kept.numel() == 0:
             raise ValueError(f"Prompt {index}'s attention_mask keeps no token: drop the empty prompt.")

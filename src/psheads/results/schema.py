@@ -258,7 +258,8 @@ GATING_SWEEP = FrameSchema("gating_sweep", (
     *(column for column in SCORES.columns if column.name in ("positional", "symbolic", "positional_std",
                                                               "symbolic_std", "label")),
 ))
-"""``psheads.experiments.gating_sweep.gating_sweep``: one row per task, band, seed, layer and head (stored: ``psheads.data.table("gating_sweep")``)."""
+"""``psheads.experiments.gating_sweep.gating_sweep``: one row per task, band, seed, layer and head (stored:
+``psheads.data.table("gating_sweep")``)."""
 
 
 _ATLAS = (

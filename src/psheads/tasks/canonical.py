@@ -147,7 +147,8 @@ class RetrievalTask(_CanonicalTask):
         seconds[:, -1] = sought  # the query asks for the sought letter; its own first letter is another
         tokens = self.pair_id(firsts, seconds)
         return TaskBatch(tokens, tokens[rows, positions], torch.ones(n, dtype=torch.long), positions,
-                         to_text(self.vocabulary, tokens), [self.vocabulary[i] for i in tokens[rows, positions].tolist()],
+                         to_text(self.vocabulary, tokens),
+                         [self.vocabulary[i] for i in tokens[rows, positions].tolist()],
                          candidates=self.pair_id(torch.arange(letters).repeat_interleave(letters),
                                                  torch.arange(letters).repeat(letters)))
 

@@ -425,7 +425,8 @@ class Backend:
                         if spec.softcap is not None or spec.sinks is not None or len(k_sites) > 1:
                             raise ValueError(f"Layer {layer}: logit edits on this layer need a live attention pattern "
                                              "(soft-capping, attention sinks or a key read in parts).")
-                        handles.append(self.edit_site(layer).register_forward_pre_hook(widen_mask(layer), with_kwargs=True))
+                        handles.append(self.edit_site(layer).register_forward_pre_hook(widen_mask(layer),
+                                                                                       with_kwargs=True))
                         handles += hook_last(self.model.hook_dict[k_sites[0].name], bias_editor(layer))
                 with self.model.hooks(fwd_hooks=hooks):
                     yield
@@ -528,12 +529,9 @@ class Backend:
         recording = self.sdpa_table_recorder(layers, tables) if sdpa else self.table_recorder(layers, tables)
         references = self.reference_recorder(layers, store["reference"]) if with_pattern else contextlib.nullcontext()
         with self.analysis():
-            with recording as table_hooks, forward, references:
-                with self.model.hooks(fwd_hooks=hooks + table_hooks):
-                    try:
-                        self.forward(tokens)
-                    except _StopForward:
-                        pass
+            with (recording as table_hooks, forward, references, self.model.hooks(fwd_hooks=hooks + table_hooks),
+                  contextlib.suppress(_StopForward)):
+                self.forward(tokens)
             if on_layer is not None:  # the last layer, once the model is back as it was
                 emit_before(None)
                 return {}

@@ -202,8 +202,10 @@ class BridgeBackend(Backend):
     def _pairing(self, layer: int) -> str:
         if self.family.pairing is not None:
             return self.family.pairing
-        adjacent = (getattr(self.cfg, "rotary_adjacent_pairs", False) or getattr(self.cfg, "rotary_interleaved_cos_sin", False)
-                    or (self._kind(layer) == "latent" and getattr(self._hf_attn(layer).config, "rope_interleave", True)))
+        adjacent = (getattr(self.cfg, "rotary_adjacent_pairs", False)
+                    or getattr(self.cfg, "rotary_interleaved_cos_sin", False)
+                    or (self._kind(layer) == "latent"
+                        and getattr(self._hf_attn(layer).config, "rope_interleave", True)))
         return "adjacent" if adjacent else "halves"
 
     def _window(self, layer: int) -> int | None:
@@ -252,7 +254,7 @@ class BridgeBackend(Backend):
         if norms is None:
             return None, None
         weights, epsilons = [], []
-        for which, norm in zip("qk", norms):
+        for which, norm in zip("qk", norms, strict=True):
             eps = next((float(getattr(norm, name)) for name in ("variance_epsilon", "eps", "epsilon")
                         if isinstance(getattr(norm, name, None), float)), 0.0)
             parameter = next(norm.parameters(), None)
@@ -290,8 +292,8 @@ class BridgeBackend(Backend):
         hf = self._hf_attn(layer)
         d_head = self._d_head(layer)
         n_heads, n_kv = self._head_counts(layer)
-        scale = next((getattr(hf, name) for name in ("scaling", "softmax_scale") if getattr(hf, name, None) is not None),
-                     d_head**-0.5)
+        scale = next((getattr(hf, name) for name in ("scaling", "softmax_scale")
+                      if getattr(hf, name, None) is not None), d_head**-0.5)
         softcap = getattr(hf, "attn_logit_softcapping", None)
         sinks = getattr(hf, "sinks", None)
         norm_eps, query_weight = self._norm_facts(layer, d_head)
@@ -386,7 +388,8 @@ class BridgeBackend(Backend):
         from what the model rotates with (a ``(cos, sin)`` pair, GPT-J's ``(sin, cos)``, or a complex
         table); None when the layer does not rotate."""
         layout, d_head = self._table_layout(layer), self._d_head(layer)
-        doubled = layout == "as_is" and self._kind(layer) != "latent" and _partial_rotary_factor(self._hf_attn(layer)) == 1
+        doubled = (layout == "as_is" and self._kind(layer) != "latent"
+                   and _partial_rotary_factor(self._hf_attn(layer)) == 1)
         rotates = self._rotates(layer)
 
         def first_row(x: Tensor) -> Tensor:
@@ -628,8 +631,8 @@ def as_bridge(model: transformers.PreTrainedModel, tokenizer: Any = None) -> Any
     source = str(getattr(model, "name_or_path", "") or "")
     if tokenizer is None and not source:
         raise ValueError(f"This {type(model).__name__} has no name_or_path to load its tokenizer from (built with "
-                         "from_config?); pass it: psheads.rope.backends.as_bridge(model, tokenizer=tokenizer), and pass "
-                         "the bridge to psheads.")
+                         "from_config?); pass it: psheads.rope.backends.as_bridge(model, tokenizer=tokenizer), and "
+                         "pass the bridge to psheads.")
     clone = copy.deepcopy(model)
     clone.set_attn_implementation("eager")  # TransformerLens 3.9 keeps a given model's attention kernel
     try:
