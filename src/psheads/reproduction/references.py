@@ -8,6 +8,7 @@ multi-hop tasks, the GPT-J training recipe, the theory constructions and length 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ class Published:
     paper: Paper
     source: str
     claim: str
-    value: object = None
+    value: Any = None  # its shape depends on the claim
     found: bool = True
 
     @property

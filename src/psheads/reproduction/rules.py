@@ -119,7 +119,7 @@ def worst(verdicts: Sequence[Verdict]) -> Verdict:
     """The weakest of several verdicts (not measured when none grades anything)."""
     for verdict in ("does not reproduce", "partly", "inconclusive", "reproduces"):
         if verdict in verdicts:
-            return verdict  # type: ignore[return-value]
+            return verdict
     return "not measured"
 
 
@@ -178,10 +178,10 @@ def at_once(curves: Sequence[pd.DataFrame]) -> Graded:
     spreads = []
     for curve in curves:
         wide = _hop_table(curve)
-        reached = [wide.index[wide[hops] >= analysis.READY].min() if (wide[hops] >= analysis.READY).any() else None
-                   for hops in wide.columns]
+        ready = [wide.index[wide[hops] >= analysis.READY] for hops in wide.columns]  # the steps, per hop count
+        firsts = [steps.min() for steps in ready if len(steps)]
         interval = checkpoint_interval(list(wide.index))
-        spreads.append(None if None in reached else (max(reached) - min(reached), interval))  # type: ignore[type-var]
+        spreads.append((max(firsts) - min(firsts), interval) if len(firsts) == len(ready) else None)
     close = sum(spread is not None and spread[0] <= spread[1] for spread in spreads)
     return Graded("reproduces" if spreads and close == len(spreads) else "partly" if close else
                   "does not reproduce" if spreads else "not measured",
@@ -639,9 +639,14 @@ above 0.88 at 32 and above 0.65 at 100 (paper B's Claude Sonnet 3.7 sits exactly
 comparison takes the published two decimals as they are)."""
 
 
+def _cell(cells: pd.DataFrame, key: tuple[str, int], column: str) -> float:
+    """One number of a model's cells (indexed by task and window)."""
+    return float(cells[column].loc[key])
+
+
 def _testable(cells: pd.DataFrame) -> bool:
     key = ("llm-number", LLM_SHORT)
-    return key in cells.index and float(cells.loc[key, "ci_low"]) > NUMBER_SOLVED
+    return key in cells.index and _cell(cells, key, "ci_low") > NUMBER_SOLVED
 
 
 def _per_model(tables: Mapping[str, pd.DataFrame],
@@ -666,13 +671,13 @@ def _table_3_pattern(cells: pd.DataFrame) -> tuple[Verdict, str]:
     need = [("llm-letter", LLM_SHORT), ("llm-letter", LLM_WINDOW), ("llm-number", LLM_WINDOW)]
     if any(key not in cells.index for key in need):
         return "not measured", f"no letter and number cells at {LLM_WINDOW} items"
-    letter, number = cells.loc[("llm-letter", LLM_WINDOW)], cells.loc[("llm-number", LLM_WINDOW)]
-    start = float(cells.loc[("llm-letter", LLM_SHORT), "accuracy"])
-    above = float(letter["ci_low"]) > float(number["ci_high"])
-    holds = float(letter["accuracy"]) >= LETTER_HOLDS * start
+    letter, number = ("llm-letter", LLM_WINDOW), ("llm-number", LLM_WINDOW)
+    start = _cell(cells, ("llm-letter", LLM_SHORT), "accuracy")
+    above = _cell(cells, letter, "ci_low") > _cell(cells, number, "ci_high")
+    holds = _cell(cells, letter, "accuracy") >= LETTER_HOLDS * start
     return ("reproduces" if above and holds else "partly" if above else "does not reproduce",
-            f"letter {start:.2f} at {LLM_SHORT} items → {float(letter['accuracy']):.2f} at {LLM_WINDOW}, number "
-            f"{float(number['accuracy']):.2f} at {LLM_WINDOW}")
+            f"letter {start:.2f} at {LLM_SHORT} items → {_cell(cells, letter, 'accuracy'):.2f} at {LLM_WINDOW}, "
+            f"number {_cell(cells, number, 'accuracy'):.2f} at {LLM_WINDOW}")
 
 
 def table_3_grade(tables: Mapping[str, pd.DataFrame]) -> Graded:
@@ -685,7 +690,7 @@ def table_3_grade(tables: Mapping[str, pd.DataFrame]) -> Graded:
 def _thresholds(cells: pd.DataFrame) -> tuple[Verdict, str]:
     if any(key not in cells.index for key in SECTION_3_7):
         return "not measured", "no cells at 32 and 100 items"
-    held = [(float(cells.loc[key, "accuracy"]) < bound) if side == "<" else (float(cells.loc[key, "accuracy"]) >= bound)
+    held = [_cell(cells, key, "accuracy") < bound if side == "<" else _cell(cells, key, "accuracy") >= bound
             for key, (side, bound) in SECTION_3_7.items()]
     return ("reproduces" if all(held) else "partly" if sum(held) >= len(held) / 2 else "does not reproduce",
             f"{sum(held)} of {len(held)} thresholds hold")

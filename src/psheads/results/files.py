@@ -247,7 +247,7 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
     return _from_json_text(frame, document, "csv"), document
 
 
-def _exact_floats() -> dict[str, str]:
+def _exact_floats() -> dict[str, Any]:
     """``read_csv``'s arguments that read back the floats ``to_csv`` wrote (their repr) bit for bit.
 
     Before pandas 3.1 only the round-trip parser is documented to (the default is not); 3.1 reads

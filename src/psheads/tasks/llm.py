@@ -28,7 +28,7 @@ import dataclasses
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -287,6 +287,8 @@ class _LLMTask:
     tokenizer: Any
     prepend_bos: bool
     _built: _Built | None
+    if TYPE_CHECKING:  # each task is a frozen dataclass (dataclasses.replace)
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     _DEFAULT_VALUES: tuple[str, ...] = ()
     _VALUE_SPACE = True
@@ -498,6 +500,7 @@ class _LookupTask(_LLMTask):
 
     _DEFAULT_KEYS: ClassVar[tuple[str, ...]] = ()
     _KEY_NAME = "key"
+    INTRO: ClassVar[str]  # each task's own
     LIST = ""
 
     def _check_options(self) -> None:

@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 import string
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Int
@@ -39,6 +39,10 @@ class _MultiHopTask:
     min_hops: int = 1
     max_hops: int = 4
     extra_target: int = 0
+    if TYPE_CHECKING:
+        @property
+        def name(self) -> str:
+            """Each task's own field."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):  # the counts; not the name
@@ -277,9 +281,9 @@ class LetterTask(_MultiHopTask):
 
         free = off_path if self.sampling == "paper-b" else list(range(self.n_letters))
         tokens = torch.empty(query + 1, dtype=torch.long)
-        for position in range(query + 1):
-            if position in first_of or position == query:
-                first = first_of.get(position)
+        for position in range(query):
+            if position in first_of:
+                first = first_of[position]
             elif self.sampling == "paper-b":
                 first = draw(off_path)
             else:
@@ -290,11 +294,9 @@ class LetterTask(_MultiHopTask):
                          else int(torch.randint(self.n_ints, (1,), generator=generator)))
                 tokens[position] = self._target_id(first, value)
             else:
-                hop = path.index(position) if position in path else None
-                second = firsts[hop] if hop is not None else draw(free)
-                if position == query:
-                    first = draw(free)
+                second = firsts[path.index(position)] if position in path else draw(free)
                 tokens[position] = self._pair_id(first, second)
+        tokens[query] = self._pair_id(draw(free), firsts[0])  # the query: a free letter, then the first hop's
         return tokens
 
 

@@ -32,6 +32,7 @@ from torch import Tensor
 from psheads.rope.backends.base import Backend, HookSite, upcast
 from psheads.rope.backends.facts import weights_state
 from psheads.rope.families import GENERIC, UnsupportedModelError, family_of
+from psheads.rope.geometry import Pairing
 from psheads.rope.layer import LayerSpec, QueryScale
 
 
@@ -127,7 +128,7 @@ class BridgeBackend(Backend):
         (GLM-MoE-DSA) at its ``index_topk``; the other families compute their tables per forward
         (dynamic NTK acts beyond ``n_ctx``)."""
         limits = [self.n_ctx] if self.family.fixed_context else []
-        limits += [self._selected_keys(layer) for layer in self.attention_layers if self._selected_keys(layer)]
+        limits += [keys for layer in self.attention_layers if (keys := self._selected_keys(layer))]
         return min(limits, default=None)
 
     @property
@@ -199,7 +200,7 @@ class BridgeBackend(Backend):
             return self.family.rotates(hf)
         return bool(getattr(hf, "use_rope", True))  # SmolLM3, Llama 4: 0 or 1 from config.no_rope_layers
 
-    def _pairing(self, layer: int) -> str:
+    def _pairing(self, layer: int) -> Pairing:
         if self.family.pairing is not None:
             return self.family.pairing
         adjacent = (getattr(self.cfg, "rotary_adjacent_pairs", False)
@@ -455,7 +456,8 @@ class BridgeBackend(Backend):
 
     @contextlib.contextmanager
     def table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
-        hooks, handles, converted = [], [], {}
+        hooks, handles = [], []
+        converted: dict[tuple, tuple] = {}
 
         def tl_recorder(layer: int) -> Callable:
             record, seen = self._store_tables(layer, store, converted), {}
@@ -520,7 +522,8 @@ class BridgeBackend(Backend):
     def sdpa_forward(self) -> Iterator[None]:
         """Each block's Hugging Face attention back in its place and every config on ``"sdpa"``,
         for this block only (the bridge's own eager attention forms every [query, key] score)."""
-        swapped, configs = [], {}
+        swapped: list[tuple[Any, str, Any]] = []
+        configs: dict[int, tuple[Any, str]] = {}
         try:
             for layer in self.attention_layers:
                 slot = self._attention_slot(layer)
@@ -543,7 +546,8 @@ class BridgeBackend(Backend):
     @contextlib.contextmanager
     def sdpa_table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
         """The tables from the ``position_embeddings`` each Hugging Face attention receives."""
-        handles, converted = [], {}
+        handles: list[torch.utils.hooks.RemovableHandle] = []
+        converted: dict[tuple, tuple] = {}
         try:
             for layer in layers:
                 handles.append(self._hf_attn(layer).register_forward_pre_hook(
