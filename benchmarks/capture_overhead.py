@@ -34,7 +34,8 @@ def main() -> None:
     args = parser.parse_args()
     model = zoo.random_gptj(seed=0)
     lens = RopeLens(model)
-    tokens = torch.randint(0, int(model.cfg.d_vocab), (args.prompts, args.length), generator=torch.Generator().manual_seed(0))
+    tokens = torch.randint(0, int(model.cfg.d_vocab), (args.prompts, args.length),
+                           generator=torch.Generator().manual_seed(0))
     query = torch.full((args.prompts,), args.length - 1)
     layers = range(lens.n_layers)
 

@@ -19,12 +19,12 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-import torch  # noqa: E402
-from long_prompts import RANDOM, random_directory  # noqa: E402  (benchmarks/long_prompts.py)
+import torch
+from long_prompts import RANDOM, random_directory  # benchmarks/long_prompts.py
 
-import psheads  # noqa: E402
-from psheads.measure import methods  # noqa: E402
-from psheads.models import zoo  # noqa: E402
+import psheads
+from psheads.measure import methods
+from psheads.models import zoo
 
 SIZES = [(64, 512), (256, 2048), (1024, 4096), (2048, 8192)]
 """(heavier ranks per tile, lighter ranks per column chunk)."""

@@ -38,8 +38,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-import torch  # noqa: E402
-import transformers  # noqa: E402
+import torch
+import transformers
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -145,7 +145,8 @@ def main() -> None:
             directory = str(random_directory(Path(scratch), args.weights))
         else:
             directory = zoo.load_pretrained(args.weights).info["directory"]
-        where = torch.cuda.get_device_name() if args.device == "cuda" else f"CPU, torch threads {torch.get_num_threads()}"
+        where = (torch.cuda.get_device_name() if args.device == "cuda"
+                 else f"CPU, torch threads {torch.get_num_threads()}")
         print(f"{args.weights} in {args.dtype}, one prompt per call; {where}")
         print(f"{'tokens':>6} {'call':>8} {'seconds':>9} {'peak MB':>9}")
         calls = Calls(directory, args.weights, "cuda", getattr(torch, args.dtype)) if args.device == "cuda" else None

@@ -33,8 +33,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-import torch  # noqa: E402
-import transformers  # noqa: E402
+import torch
+import transformers
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -139,11 +139,11 @@ def main() -> None:
         for length in [] if args.skip_timing else args.lengths:
             batch = prompts(model, args.weights, args.batch, length)
 
-            def plain() -> None:
+            def plain(batch: torch.Tensor = batch) -> None:
                 with torch.no_grad():
                     model(batch)
 
-            def score(method: str):
+            def score(method: str, batch: torch.Tensor = batch):
                 return lambda: psheads.score_heads(model, batch, method=method, batch_size=args.batch)
 
             plain()
@@ -153,7 +153,7 @@ def main() -> None:
                 times["swap"].append(timed(score("swap")))
                 times["anova"].append(timed(score("anova")))
             best = {name: min(values) for name, values in times.items()}
-            frequency = [timed(lambda layer=layer, method=method: psheads.score_heads(
+            frequency = [timed(lambda layer=layer, method=method, batch=batch: psheads.score_heads(
                              model, batch, layers=[layer], by_frequency=True, method=method, batch_size=args.batch))
                          for layer in args.frequency_layers for method in ("swap", "anova")]
             print(f"{length:>6} {best['forward']:>8.2f}s {best['swap']:>8.2f}s {best['swap'] / best['forward']:>5.2f}x "

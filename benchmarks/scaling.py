@@ -40,9 +40,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
-import transformers  # noqa: E402
+import pandas as pd
+import torch
+import transformers
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

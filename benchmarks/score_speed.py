@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from rss import peak_rss_growth_mb  # noqa: E402  (benchmarks/rss.py)
 
 from psheads import RopeLens, score_heads  # noqa: E402
-from psheads.models import zoo
+from psheads.models import zoo  # noqa: E402
 
 LENGTH = 17
 

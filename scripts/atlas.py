@@ -37,14 +37,14 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import numpy as np
+import pandas as pd
 
-from psheads import plotting  # noqa: E402
-from psheads.data import TABLES  # noqa: E402
-from psheads.experiments.atlas import AtlasConfig, read_atlas, write_atlas  # noqa: E402
-from psheads.models import zoo  # noqa: E402
-from psheads.results import analysis  # noqa: E402
+from psheads import plotting
+from psheads.data import TABLES
+from psheads.experiments.atlas import AtlasConfig, read_atlas, write_atlas
+from psheads.models import zoo
+from psheads.results import analysis
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = TABLES / "atlas"
@@ -86,7 +86,7 @@ def summaries(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
                         on=["model", "prompts", "length", "layer", "head"])
     rule_a = analysis.correlation(joined, "positional", "mean_frequency_id", by=KEYS)
     rule_a["rule"] = "a: r(s_POS, mean frequency ID) < 0"
-    rule_a["verdict"] = [_verdict(lo, hi, "below") for lo, hi in zip(rule_a["ci_low"], rule_a["ci_high"])]
+    rule_a["verdict"] = [_verdict(lo, hi, "below") for lo, hi in zip(rule_a["ci_low"], rule_a["ci_high"], strict=True)]
     # (b): per-plane s_SYM, slowest quarter of the rotated planes minus the fastest quarter
     rows = []
     for key, part in anova_planes[anova_planes["plane"] > 0].groupby(KEYS, sort=True):
@@ -95,7 +95,8 @@ def summaries(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
         fast = part.loc[part["plane"] <= quarter, "symbolic"]
         slow = part.loc[part["plane"] > n_planes - quarter, "symbolic"]
         result = analysis.difference_of_medians(fast, slow)
-        rows.append({**dict(zip(KEYS, key)), "rule": "b: s_SYM of the slowest quarter minus the fastest (per plane)",
+        rows.append({**dict(zip(KEYS, key, strict=True)),
+                     "rule": "b: s_SYM of the slowest quarter minus the fastest (per plane)",
                      "planes_per_quarter": quarter, **result,
                      "verdict": {"above 0": "holds", "below 0": "does not hold"}.get(result["verdict"],
                                                                                         result["verdict"])})
@@ -121,7 +122,8 @@ def figures(tables: dict[str, pd.DataFrame], out: Path, length: int) -> list[Pat
     ids = natural["frequency_id"]
     for model, heads in swap.groupby("model", sort=True):
         write(plotting.layer_distributions(heads.drop(columns="layer_kind"))
-              .update_layout(title=f"{model}: scores per layer (swap, natural text, {length} tokens)"), f"layers_{model}")
+              .update_layout(title=f"{model}: scores per layer (swap, natural text, {length} tokens)"),
+              f"layers_{model}")
         write(plotting.score_correlation(heads).update_layout(title=f"{model}: s_POS against s_SYM"),
               f"correlation_{model}")
         joined = heads.merge(ids[ids["model"] == model][["layer", "head", "mean_frequency_id"]], on=["layer", "head"])

@@ -31,13 +31,13 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import pandas as pd  # noqa: E402
+import pandas as pd
 
-import psheads  # noqa: E402
-from psheads.data import TABLES  # noqa: E402
-from psheads.experiments.ablation import Intervention, ablate, heads_by_label, random_heads  # noqa: E402
-from psheads.models.zoo import Pretrained  # noqa: E402
-from psheads.rope.lens import as_lens  # noqa: E402
+import psheads
+from psheads.data import TABLES
+from psheads.experiments.ablation import Intervention, ablate, heads_by_label, random_heads
+from psheads.models.zoo import Pretrained
+from psheads.rope.lens import as_lens
 
 FAST_PLANES = (1, 2, 3, 4)
 """The fast planes removed: the four fastest (the positional heads' dominant planes are 1 and 2)."""
@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         fast = profile.planes[profile.planes["plane"].isin(FAST_PLANES)].groupby(["layer", "head"])["usage"].sum()
         frame = scores[name][["layer", "head", "positional", "symbolic", "label"]].merge(
             profile.heads[["layer", "head", "dominant_plane"]], on=["layer", "head"])
-        frame["usage_planes_1_4"] = [float(fast[(layer, head)]) for layer, head in zip(frame["layer"], frame["head"])]
+        frame["usage_planes_1_4"] = [float(fast[(layer, head)])
+                                     for layer, head in zip(frame["layer"], frame["head"], strict=True)]
         frame.insert(0, "model", name)
         head_rows.append(frame)
     heads = pd.concat(head_rows, ignore_index=True)

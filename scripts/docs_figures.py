@@ -60,7 +60,7 @@ def page_figures(page: Path = PAGE) -> dict[str, Any]:
         for match in _BLOCKS.finditer(page.read_text(encoding="utf-8")):
             if match["code"] is not None:
                 before = namespace.get("figure")
-                exec(compile(match["code"], f"{page.name} block", "exec"), namespace)  # noqa: S102 - our own page
+                exec(compile(match["code"], f"{page.name} block", "exec"), namespace)  # our own page's code
                 pending = namespace.get("figure") if namespace.get("figure") is not before else pending
                 continue
             if pending is None:

@@ -29,10 +29,10 @@ import pandas as pd
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import psheads  # noqa: E402
-from psheads import plotting  # noqa: E402
-from psheads.data import TABLES  # noqa: E402
-from psheads.experiments.gating_sweep import CANONICAL_TASKS, DEFAULT_BANDS, SweepConfig, band_geometry, gating_sweep  # noqa: E402
+import psheads
+from psheads import plotting
+from psheads.data import TABLES
+from psheads.experiments.gating_sweep import CANONICAL_TASKS, DEFAULT_BANDS, SweepConfig, band_geometry, gating_sweep
 
 QUICK = dict(bands=("all", "fast+zero"), seeds=(0,), steps=10, warmup_steps=2, eval_prompts=64,
              score_prompts=8)

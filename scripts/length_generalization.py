@@ -27,13 +27,13 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
-import transformers  # noqa: E402
+import pandas as pd
+import torch
+import transformers
 
-import psheads  # noqa: E402
-from psheads.experiments.lengthgen import DEFAULT_TOKEN_BUDGET, length_generalization  # noqa: E402
-from psheads.models import zoo  # noqa: E402
+import psheads
+from psheads.experiments.lengthgen import DEFAULT_TOKEN_BUDGET, length_generalization
+from psheads.models import zoo
 
 LENGTHS = (17, 33, 65, 145, 289, 529, 1041, 2065, 4113)
 """17 tokens (training) and 16·2^k + 17 beyond it, up to 4113 (242× the training length)."""
@@ -99,7 +99,8 @@ def run_model(name: str, args: argparse.Namespace, n_at: dict[int, int]) -> pd.D
         accuracy = frame.set_index("hops")["accuracy"]
         record["task_options"], record["versions"] = frame.attrs["task_options"], frame.attrs["versions"]
         record["n_candidates"] = frame.attrs["n_candidates"]
-        record["lengths"].append({"length": length, "n": n, "forward": type(model).__name__, "prompts_per_forward": frame.attrs["prompts_per_forward"][0],
+        record["lengths"].append({"length": length, "n": n, "forward": type(model).__name__,
+                                  "prompts_per_forward": frame.attrs["prompts_per_forward"][0],
                                   "seconds": round(seconds, 2), "seconds_per_prompt": round(seconds / n, 4),
                                   "peak_rss_mb": round(_peak_rss_mb(), 1), "accuracy": float(accuracy["all"])})
         record["total_seconds"] = round(time.perf_counter() - started, 2)

@@ -5,7 +5,7 @@ Evaluates ``llm-number`` (positional), ``llm-letter`` and ``binding`` (symbolic)
 lengths, writes one CSV row per task and window (accuracy with a 95% Wilson interval, prompt length
 in tokens, chance level, seconds) and prints a table next to paper B's claim.
 
-    HF_HUB_OFFLINE=1 python scripts/llm_tasks.py            # Gemma 3 270M, 128 prompts per cell: 24 min on a busy 2-core CPU
+    HF_HUB_OFFLINE=1 python scripts/llm_tasks.py   # Gemma 3 270M, 128 prompts per cell: 24 min on a busy 2-core CPU
     HF_HUB_OFFLINE=1 python scripts/llm_tasks.py --model qwen2.5-coder-0.5b   # another zoo LLM, same grid
     HF_HUB_OFFLINE=1 python scripts/llm_tasks.py --n 32     # a quarter of that
     python scripts/llm_tasks.py --windows 12 24 32 48 64 100 150 200 300   # paper B's whole grid
@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--out", type=Path, help="the CSV (default: src/psheads/data/tables/<model prefix>_llm_tasks.csv)")
+    parser.add_argument("--out", type=Path,
+                        help="the CSV (default: src/psheads/data/tables/<model prefix>_llm_tasks.csv)")
     args = parser.parse_args(argv)
     if args.out is None:
         args.out = TABLES / f"{args.model.split('-')[0]}_llm_tasks.csv"

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import os
 import platform
@@ -42,17 +43,17 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
-import transformers  # noqa: E402
+import pandas as pd
+import torch
+import transformers
 
-import psheads  # noqa: E402
-from psheads.data import TABLES  # noqa: E402
-from psheads.experiments.lengthgen import length_generalization  # noqa: E402
-from psheads.interface.distributed import ordered_map  # noqa: E402
-from psheads.models import checkpoints  # noqa: E402
-from psheads.models.training import TrainConfig, train  # noqa: E402
-from psheads.tasks import LetterTask, NumberTask, Task  # noqa: E402
+import psheads
+from psheads.data import TABLES
+from psheads.experiments.lengthgen import length_generalization
+from psheads.interface.distributed import ordered_map
+from psheads.models import checkpoints
+from psheads.models.training import TrainConfig, train
+from psheads.tasks import LetterTask, NumberTask, Task
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS: dict[str, dict] = {
@@ -85,7 +86,7 @@ def fine_lengths(curve: pd.DataFrame) -> list[int]:
     ``THRESHOLD`` (none if it never does, or already does at the shortest length)."""
     overall = curve[curve["hops"] == "all"].sort_values("length")
     lengths, accuracy = overall["length"].tolist(), overall["accuracy"].tolist()
-    for (short, above), (long, below) in zip(zip(lengths, accuracy), zip(lengths[1:], accuracy[1:])):
+    for (short, above), (long, below) in itertools.pairwise(zip(lengths, accuracy, strict=True)):
         if above >= THRESHOLD > below:
             step = (long - short) / (FINE_POINTS + 1)
             return sorted({round(short + step * i) for i in range(1, FINE_POINTS + 1)} - set(lengths))
@@ -129,7 +130,8 @@ def run_cell(cell: str, runs: Path, out: Path, device: str) -> None:
         if label == "final" and best == final:
             curves.append(curves[0].assign(checkpoint="final"))
             continue
-        curves.append(curve_of(checkpoint, task, device).assign(checkpoint=label, step=checkpoints.checkpoint_step(checkpoint)))
+        curves.append(curve_of(checkpoint, task, device).assign(checkpoint=label,
+                                                                step=checkpoints.checkpoint_step(checkpoint)))
     record = {
         "cell": cell, "variant": variant, "task": task.name, "task_options": dataclasses.asdict(task),
         "training": config.to_dict(), "best_step": best, "final_step": final,

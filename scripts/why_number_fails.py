@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="longest length at which score_heads also runs")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--token-budget", type=int, default=16384, help="prompt tokens per forward pass")
-    parser.add_argument("--parts", nargs="+", choices=["attention", "discrepancy"], default=["attention", "discrepancy"])
+    parser.add_argument("--parts", nargs="+", choices=["attention", "discrepancy"],
+                        default=["attention", "discrepancy"])
     parser.add_argument("--out", type=Path, default=TABLES)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -108,7 +109,8 @@ def main(argv: list[str] | None = None) -> None:
                 summary = summary.merge(scores[["layer", "positional", "symbolic"]], on="layer")
             layers.append(summary.assign(model=name, length=length))
             timings[f"{name} {length}"] = round(time.time() - clock, 1)
-            print(f"{name:>6} {length:>5}: answer weight by layer {summary['answer_weight'].round(2).tolist()}  ({timings[f'{name} {length}']} s)",
+            print(f"{name:>6} {length:>5}: answer weight by layer {summary['answer_weight'].round(2).tolist()}  "
+                  f"({timings[f'{name} {length}']} s)",
                   flush=True)
 
     first = ["model", "length", "layer"]

@@ -40,7 +40,9 @@ _HOOK = f"""<script>
   window.addEventListener("error", function (event) {{ record(event.message || event.type); }}, true);
   window.addEventListener("unhandledrejection", function (event) {{ record("unhandled rejection: " + event.reason); }});
   var consoleError = console.error;
-  console.error = function () {{ record(Array.prototype.join.call(arguments, " ")); consoleError.apply(console, arguments); }};
+  console.error = function () {{
+    record(Array.prototype.join.call(arguments, " ")); consoleError.apply(console, arguments);
+  }};
 }})();
 </script>"""
 _TRACES = re.compile(r'class="(?:trace|hm|cbfills)\b')
@@ -230,7 +232,8 @@ def check_page(path: str | Path, names: Sequence[str], size: tuple[int, int] = (
     result = render(path, screenshot=path.with_suffix(".png"), size=(width, height * len(names)))
     assert not result.errors, f"{path.name}: JavaScript errors {result.errors}"
     starts = [result.dom.find(f'id="{SECTION}-{name}"') for name in names]
-    assert -1 not in starts, f"{path.name}: figures missing from the DOM: {[n for n, s in zip(names, starts) if s < 0]}"
+    missing = [name for name, start in zip(names, starts, strict=True) if start < 0]
+    assert not missing, f"{path.name}: figures missing from the DOM: {missing}"
     pixels = png_pixels(result.screenshot)[..., :3]
     for index, name in enumerate(names):
         part = RenderResult(result.dom[starts[index]:starts[index + 1] if index + 1 < len(names) else None], [], None)

@@ -62,7 +62,8 @@ def hf_config(family: str, **overrides: Any) -> transformers.PretrainedConfig:
     if family == "llama":
         return transformers.LlamaConfig(**_common(**_merged(dict(num_key_value_heads=2), overrides)))
     if family == "mistral":
-        return transformers.MistralConfig(**_common(**_merged(dict(num_key_value_heads=2, sliding_window=5), overrides)))
+        return transformers.MistralConfig(**_common(**_merged(dict(num_key_value_heads=2, sliding_window=5),
+                                                              overrides)))
     if family == "qwen2":
         return transformers.Qwen2Config(**_common(**_merged(dict(num_key_value_heads=2), overrides)))
     if family == "gemma":
@@ -92,7 +93,8 @@ def has_tiny(family: str) -> bool:
     return True
 
 
-def save_tiny(family: str, directory: Path, seed: int = 0, dtype: torch.dtype = torch.float32, **overrides: Any) -> Path:
+def save_tiny(family: str, directory: Path, seed: int = 0, dtype: torch.dtype = torch.float32,
+              **overrides: Any) -> Path:
     """Build a random tiny HF model of ``family``, save it with a tokenizer, return the dir."""
     torch.manual_seed(seed)
     config = hf_config(family, **overrides)

@@ -255,7 +255,8 @@ def test_task_naming_the_model_s_own_task_keeps_its_recorded_options(tmp_path, c
     capsys.readouterr()
     for argv in (["--task", "letter"], []):
         out = tmp_path / f"curve{len(argv)}.json"
-        assert cli.main(["lengthgen", str(folder), "--lengths", "11", "--n", "4", "--out", str(out), "--quiet", *argv]) == 0
+        command = ["lengthgen", str(folder), "--lengths", "11", "--n", "4", "--out", str(out), "--quiet", *argv]
+        assert cli.main(command) == 0
         assert psheads.load_frame(out).attrs["task_options"]["sampling"] == "paper-b"
         assert "WARNING" not in capsys.readouterr().err
 
@@ -305,8 +306,8 @@ def test_help_shows_defaults_exit_statuses_and_the_library_constants(capsys) -> 
     from psheads.measure.frequency_profile import ProfileConfig
     from psheads.measure.scoring import ScoreConfig
 
-    assert cli.ANSWERS == get_args(Answers) and cli.TOKEN_BUDGET == DEFAULT_TOKEN_BUDGET
-    assert (cli.SCORE_BATCH, cli.PROFILE_BATCH) == (ScoreConfig().batch_size, ProfileConfig().batch_size)
+    assert get_args(Answers) == cli.ANSWERS and cli.TOKEN_BUDGET == DEFAULT_TOKEN_BUDGET
+    assert (ScoreConfig().batch_size, ProfileConfig().batch_size) == (cli.SCORE_BATCH, cli.PROFILE_BATCH)
     assert {"swap", "anova"} <= set(psheads.score_methods())
     for argv in (["--help"], ["score", "--help"], ["lengthgen", "--help"]):
         with pytest.raises(SystemExit) as exit_info:

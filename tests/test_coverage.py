@@ -25,7 +25,8 @@ def test_each_architecture_is_exact_or_refused(architecture: str) -> None:
                                   f"{coverage.transformer_lens_version()}: run `python -m tests.coverage --write`")
     assert (outcome.state, outcome.family, list(outcome.features)) == (
         recorded["state"], recorded["family"], list(recorded["features"])), (
-        f"{architecture} is now {outcome.state}; the docs say {recorded['state']}: run `python -m tests.coverage --write`")
+        f"{architecture} is now {outcome.state}; the docs say {recorded['state']}: "
+        "run `python -m tests.coverage --write`")
 
 
 def test_the_stored_outcomes_cover_every_architecture_and_meet_the_goal() -> None:

@@ -123,7 +123,8 @@ def test_markers_stand_before_their_fences() -> None:
             if (marker.startswith("<!-- not run") and not (NOT_RUN.match(marker) and fence.startswith("```python"))
                     or marker == PRINTED and not fence.startswith("```text")):
                 stray.append(f"{page.relative_to(ROOT)}:{number}")
-    assert not stray, f"'<!-- not run: reason -->' must stand right before a ```python fence, {PRINTED} before ```text: {stray}"
+    assert not stray, (f"'<!-- not run: reason -->' must stand right before a ```python fence, {PRINTED} before "
+                       f"```text: {stray}")
 
 
 def test_blocks_are_parsed_as_marked() -> None:
@@ -159,7 +160,7 @@ def test_python_blocks_run(page: Path, tmp_path: Path) -> None:
         pytest.fail(f"{page.name} ran past {PAGE_TIMEOUT_S} s, in {running[-1] if running else 'start-up'}")
     assert result.returncode == 0, f"{page.name}:\n{result.stderr[-6000:]}"
     printed = json.loads(result.stdout.splitlines()[-1])
-    for block, out in zip(blocks, printed):
+    for block, out in zip(blocks, printed, strict=True):
         if block.printed is not None:
             assert same_words(out, block.printed), f"{block.name} printed\n{out}\nthe page shows\n{block.printed}"
 
@@ -235,7 +236,8 @@ def test_pages_that_cite_the_papers_give_the_references(site: Path) -> None:
 
 
 def test_the_api_page_lists_every_frame_schema() -> None:
-    """The API page's schema tables are written from psheads.results.schema at build time: every schema has its marker."""
+    """The API page's schema tables are written from psheads.results.schema at build time: every schema has its
+    marker."""
     from psheads.results import schema
 
     text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")

@@ -218,7 +218,8 @@ def tokens_arg(value: Any, *, ragged: bool) -> tuple[str, Any]:
         if not ragged:
             return REFUSE, None
         ids, mask = (torch.as_tensor(value[key]).tolist() for key in ("input_ids", "attention_mask"))
-        return ACCEPT, [[v for v, keep in zip(row, kept) if keep] for row, kept in zip(ids, mask)]
+        return ACCEPT, [[v for v, keep in zip(row, kept, strict=True) if keep]
+                        for row, kept in zip(ids, mask, strict=True)]
     if isinstance(value, torch.Tensor):
         if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
             return REFUSE, None
@@ -252,7 +253,8 @@ def tokens_arg(value: Any, *, ragged: bool) -> tuple[str, Any]:
                 return REFUSE, None
             rows.append(plain)
         if rows is None:
-            return (REFUSE if any(not isinstance(r, (str, list, tuple, torch.Tensor)) for r in raw_rows) else EITHER), None
+            odd = any(not isinstance(r, (str, list, tuple, torch.Tensor)) for r in raw_rows)
+            return (REFUSE if odd else EITHER), None
         if not ragged and len({len(row) for row in rows}) != 1:
             return REFUSE, None
         if not ragged and any(isinstance(row, torch.Tensor) for row in raw_rows):
@@ -354,7 +356,7 @@ def judge(call: Callable[[], Any], expected: Expect, what: str,
         if not names_any(str(err), expected.names):
             return f"{what}: the error must name {wanted}, got {message}{origin(err)}"
         return None
-    except Exception as err:  # noqa: BLE001 - the point of the test
+    except Exception as err:  # the point of the test
         should = "succeed" if expected.verdict == ACCEPT else f"raise ValueError/TypeError naming {wanted}"
         return f"{what}: must {should}, raised {type(err).__name__}: {err}{origin(err)}"
     if expected.verdict == REFUSE:
@@ -364,7 +366,7 @@ def judge(call: Callable[[], Any], expected: Expect, what: str,
             check(result)
         except AssertionError as err:
             return f"{what}: accepted, but the result is wrong: {err}"
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             return f"{what}: accepted, but checking the result raised {type(err).__name__}: {err}{origin(err)}"
     return None
 
@@ -624,7 +626,7 @@ def run_frequency_logits(lens: Any, tokens: Any = TOKENS, layer: Any = 0, query:
                                                                            plain_query)]
             else:
                 reference = [lens.frequency_logits(ids, plain_layer, plain_query)]
-            for got, want in zip(planes, reference):
+            for got, want in zip(planes, reference, strict=True):
                 torch.testing.assert_close(got, want, atol=0, rtol=0)
 
     if by_layer:
@@ -650,7 +652,8 @@ def run_position_token_logits(lens: Any, tokens: Any = TOKENS, layer: Any = 0, q
     def check(result: Any) -> None:
         t = plain_query % len(rows[0])
         shape = (len(rows), N_HEADS, *((N_PLANES + 1,) if plain_by else ()), t + 1, t + 1)
-        assert isinstance(result, torch.Tensor) and tuple(result.shape) == shape, f"shape {tuple(result.shape)} != {shape}"
+        assert isinstance(result, torch.Tensor), f"a {type(result).__name__}, not a tensor"
+        assert tuple(result.shape) == shape, f"shape {tuple(result.shape)} != {shape}"
         assert torch.isfinite(result).all(), "non-finite logits"
 
     what = call_text("lens.position_token_logits", tokens, layer=layer, query=query, by_frequency=by_frequency)
@@ -795,7 +798,8 @@ def run_swap_attention(lens: Any, prompt: Any = TOKENS[0], layer: Any = 0, head:
         assert abs(frame["weight"].sum() - 1) < 1e-9, f"weights sum to {frame['weight'].sum()}"
         attrs = frame.attrs
         assert type(attrs["head"]) is int and attrs["head"] == plain_head % N_HEADS, f"attrs head {attrs['head']!r}"
-        assert type(attrs["layer"]) is int and attrs["layer"] == plain_layer % N_LAYERS, f"attrs layer {attrs['layer']!r}"
+        assert type(attrs["layer"]) is int and attrs["layer"] == plain_layer % N_LAYERS, \
+            f"attrs layer {attrs['layer']!r}"
         for name in ("positional", "symbolic"):
             assert math.isfinite(attrs[name]) and -1e-9 <= attrs[name] <= 1 + 1e-9, f"{name} = {attrs[name]}"
         assert_plain_config(attrs)
@@ -963,8 +967,9 @@ def padded_encoding(rows: list[list[int]], *, left: bool, lists: bool) -> Any:
 
     width = max(len(row) for row in rows)
     pads = [[0] * (width - len(row)) for row in rows]
-    ids = [pad + row if left else row + pad for row, pad in zip(rows, pads)]
-    mask = [[0] * len(pad) + [1] * len(row) if left else [1] * len(row) + [0] * len(pad) for row, pad in zip(rows, pads)]
+    ids = [pad + row if left else row + pad for row, pad in zip(rows, pads, strict=True)]
+    mask = [[0] * len(pad) + [1] * len(row) if left else [1] * len(row) + [0] * len(pad)
+            for row, pad in zip(rows, pads, strict=True)]
     if not lists:
         ids, mask = torch.tensor(ids), torch.tensor(mask)
     return BatchEncoding({"input_ids": ids, "attention_mask": mask})
@@ -1093,7 +1098,7 @@ task_values = st.one_of(st.integers(-2, 30), st.sampled_from([1.5, 8.0, True, No
 @given(task=st.sampled_from(["number", "letter"]), data=st.data())
 def test_task_fields(task, data) -> None:
     names = TASK_FIELDS[task][1]
-    options = data.draw(present({name: task_values for name in names}, 2), label="options")
+    options = data.draw(present(dict.fromkeys(names, task_values), 2), label="options")
     assert (problem := run_task_fields(task, options)) is None, problem
 
 
@@ -1198,7 +1203,7 @@ LISTED: dict[str, Callable[[Any], str | None]] = {
     **{f"{cls}-{name}={show(v)}": _no_lens(run_task_fields, cls, {name: v})
        for cls, name, v in (("number", "n_target", 2.5), ("number", "n_pre", True), ("letter", "n_letters", 8.0),
                             ("number", "max_hops", np.int64(3)), ("letter", "n_ints", None))},
-    **{f"RopeLens-{name}={show(v)}": (lambda name, v: lambda lens: run_rope_lens(lens.model, {name: v}))(name, v)
+    **{f"RopeLens-{name}={show(v)}": (lambda key, value: lambda lens: run_rope_lens(lens.model, {key: value}))(name, v)
        for name, v in (("seed", -1), ("seed", 2.5), ("seed", 2**64 - 1), ("probe_length", True),
                        ("probe_length", 2.5), ("self_check", 1), ("seed", np.int64(5)))},
 }
@@ -1210,7 +1215,8 @@ def test_listed_case(lens, case) -> None:
 
 
 @FUZZ
-@given(name=st.one_of(st.sampled_from([["number"], ("letter",), None, 3, b"number", {"number": 1}, ["number", "letter"]]),
+@given(name=st.one_of(st.sampled_from([["number"], ("letter",), None, 3, b"number", {"number": 1},
+                                       ["number", "letter"]]),
                       st.lists(st.text(max_size=3), max_size=2)))
 def test_names_where_strings_are_expected(name) -> None:
     """A list (or any non-string) as a task or model name is a TypeError that says a name is a string."""

@@ -118,5 +118,5 @@ def test_the_llm_tasks_are_written_in_this_tokenizer(llm, task) -> None:
         assert torch.equal(batch.tokens[rows, batch.answer_positions], batch.answers)
     if task == "llm-letter":
         equals = tokenizer("=", add_special_tokens=False)["input_ids"]
-        for word, token in zip(built.answer_words, built.candidates.tolist()):
+        for word, token in zip(built.answer_words, built.candidates.tolist(), strict=True):
             assert tokenizer("=" + word, add_special_tokens=False)["input_ids"] == [*equals, token], word

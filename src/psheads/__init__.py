@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from psheads.interface.progress import quiet_tqdm_auto  # noqa: E402  (before transformers imports tqdm.auto)
+from psheads.interface.progress import quiet_tqdm_auto  # before transformers imports tqdm.auto
 
 quiet_tqdm_auto()
 

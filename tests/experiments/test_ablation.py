@@ -24,7 +24,8 @@ BACKENDS = ["bridge", "hooked"]
 
 
 def _gptj(model_factory, backend: str = "bridge"):
-    """Tiny GPT-J (2 layers × 4 heads, d_head 8: planes 1, 2 and the unrotated dims) over the number task's vocabulary."""
+    """Tiny GPT-J (2 layers × 4 heads, d_head 8: planes 1, 2 and the unrotated dims) over the number task's
+    vocabulary."""
     return model_factory("gptj", backend=backend, vocab_size=136, n_positions=200)
 
 
@@ -34,7 +35,7 @@ def _z_name(layer: int) -> str:
 
 def _hand_means(model, tokens: torch.Tensor, layers: list[int]) -> dict[int, torch.Tensor]:
     """Per-position mean of hook_z over the prompts, from a plain cache."""
-    _, cache = model.run_with_cache(tokens, names_filter=lambda name: name in {_z_name(l) for l in layers})
+    _, cache = model.run_with_cache(tokens, names_filter=lambda name: name in {_z_name(layer) for layer in layers})
     return {layer: cache[_z_name(layer)].double().mean(0) for layer in layers}
 
 
@@ -146,9 +147,9 @@ def test_the_model_is_unchanged_after_an_error_inside_a_measurement(model_factor
             if len(calls) == fail_at:
                 raise RuntimeError("injected failure")
 
-        with model.hooks(fwd_hooks=[("blocks.0.hook_resid_pre", fail)]):
-            with pytest.raises(RuntimeError, match="injected failure"):
-                ablate(model, "number", chosen, n=8, seed=0, batch_size=4, progress=False)
+        with (model.hooks(fwd_hooks=[("blocks.0.hook_resid_pre", fail)]),
+              pytest.raises(RuntimeError, match="injected failure")):
+            ablate(model, "number", chosen, n=8, seed=0, batch_size=4, progress=False)
         assert len(calls) == fail_at
         assert model_state(model) == before
     finally:
@@ -215,8 +216,8 @@ def test_ablate_refuses_bad_interventions_before_running_anything(model_factory)
             ablate(model, "number", chosen, n=4, progress=False)
     with pytest.raises(TypeError, match="Intervention objects"):
         ablate(model, "number", [((0, 0),)], n=4, progress=False)
-    with pytest.raises(ValueError, match="no head means for layers"):
-        with applied(as_lens(model), Intervention("x", [(0, 0)])):
-            pass  # pragma: no cover
-    assert ablate(model, "number", Intervention("one", [(0, 0)]), n=4, progress=False)["intervention"].unique().tolist() \
-        == ["none", "one"]
+    with (pytest.raises(ValueError, match="no head means for layers"),
+          applied(as_lens(model), Intervention("x", [(0, 0)]))):
+        pass  # pragma: no cover
+    frame = ablate(model, "number", Intervention("one", [(0, 0)]), n=4, progress=False)
+    assert frame["intervention"].unique().tolist() == ["none", "one"]

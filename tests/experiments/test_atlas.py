@@ -74,7 +74,8 @@ def test_write_atlas_resumes_model_by_model(tmp_path, monkeypatch, tables) -> No
     monkeypatch.setattr(module, "atlas", lambda name, config, progress=None: again.append(name) or {
         table: frame.assign(model=name) for table, frame in tables.items()})
     written = write_atlas(["smollm2-135m", "qwen2.5-coder-0.5b"], tmp_path, TINY)
-    assert calls == ["smollm2-135m", "qwen2.5-coder-0.5b"] and again == ["qwen2.5-coder-0.5b"]  # the complete one skipped
+    assert calls == ["smollm2-135m", "qwen2.5-coder-0.5b"]
+    assert again == ["qwen2.5-coder-0.5b"]  # the complete one skipped
     assert set(written) == {"smollm2-135m", "qwen2.5-coder-0.5b"}
     write_atlas(["smollm2-135m"], tmp_path, AtlasConfig(**{**TINY.__dict__, "seed": 1}))  # other settings: redone
     assert again == ["qwen2.5-coder-0.5b", "smollm2-135m"]

@@ -131,7 +131,7 @@ def test_gating_restricts_the_trained_queries_to_the_band(tmp_path) -> None:
     tokens = config.task("partial-induction").generate(8, seed=3).tokens
     with torch.no_grad():
         before = model(tokens).logits
-        for block, fresh in zip(model.transformer.h, start.transformer.h):
+        for block, fresh in zip(model.transformer.h, start.transformer.h, strict=True):
             assert (block.attn.q_proj.weight[~kept] == 0).all()  # the excluded planes of q are exactly 0
             assert (block.attn.q_proj.weight[kept] != 0).any()
             # so the excluded planes of k cannot matter: replace them and nothing changes

@@ -75,15 +75,12 @@ def test_swap_attention_and_lens_arguments(model_factory) -> None:
         psheads.swap_attention(lens, [[1, 2, 3, 4], [5, 6, 7, 8]], 1, 0)
     with pytest.raises(TypeError, match="head must be an int"):
         psheads.swap_attention(lens, tokens[0], 1, 0.0)
-    with pytest.raises(TypeError, match=r"planes must be a list of ints \(e.g. \[3\]\)"):
-        with lens.gate(3):
-            pass
-    with pytest.raises(TypeError, match=r"layers must be a list of ints"):
-        with lens.gate([1], layers=1):
-            pass
-    with pytest.raises(TypeError, match="planes item must be an int"):
-        with lens.gate([1.0]):
-            pass
+    with pytest.raises(TypeError, match=r"planes must be a list of ints \(e.g. \[3\]\)"), lens.gate(3):
+        pass
+    with pytest.raises(TypeError, match=r"layers must be a list of ints"), lens.gate([1], layers=1):
+        pass
+    with pytest.raises(TypeError, match="planes item must be an int"), lens.gate([1.0]):
+        pass
     with pytest.raises(TypeError, match="seed must be an int"):
         psheads.RopeLens(lens.model, seed=1.5)
     with pytest.raises(TypeError, match="by_frequency must be True or False"):

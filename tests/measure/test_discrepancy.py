@@ -175,7 +175,8 @@ def test_multi_hop_tasks_run_one_hop_at_each_length() -> None:
 
 def test_shipped_letter_model_at_two_lengths() -> None:
     shipped = psheads.load_pretrained("letter")  # its own task: paper B's sampling, not LetterTask()'s
-    frame = discrepancy(shipped.model, shipped.task, lengths=[17, 41], layers=[1, 0], n=16, seed=2)  # the forward stops at 1
+    # the forward stops at layer 1
+    frame = discrepancy(shipped.model, shipped.task, lengths=[17, 41], layers=[1, 0], n=16, seed=2)
     assert frame[["length", "layer"]].values.tolist() == [[17, 0], [17, 1], [41, 0], [41, 1]]
     assert frame["n"].tolist() == [16] * 4 and frame.attrs["config"]["lengths"] == [17, 41]
     assert (frame["normalised"].abs() <= 2 + 1e-9).all()  # a difference of two cosines

@@ -64,7 +64,7 @@ def test_by_frequency_scores_each_plane_as_its_own_head(model_factory) -> None:
                 logits = engine.KeyLogits(M_planes[prompt, head, slot],
                                           torch.eye(9, dtype=torch.float64), other[prompt, head, slot], None)
                 detail = methods.swap_attention_detail(logits, 1, 1e-4)
-                row = frame.query("prompt == @prompt and head == @head and plane == @plane").iloc[0]
+                row = frame.query(f"prompt == {prompt} and head == {head} and plane == {plane}").iloc[0]
                 assert row["positional"] == pytest.approx(float((detail.weights * detail.cos_positional).sum()),
                                                           abs=1e-9)
                 assert row["symbolic"] == pytest.approx(float((detail.weights * detail.cos_symbolic).sum()), abs=1e-9)
@@ -82,7 +82,7 @@ def test_long_prompts_per_swap_against_the_oracle_and_fast_scores(model_factory)
     for head in range(4):
         swaps = psheads.swap_attention(lens, tokens[0], layer, head)
         indexed = swaps.set_index(["block_i", "block_j"])
-        for (i, j), pair in zip(truth["pairs"].tolist(), truth["d_swapped"][:, head]):
+        for (i, j), pair in zip(truth["pairs"].tolist(), truth["d_swapped"][:, head], strict=True):
             row = indexed.loc[(chosen[i], chosen[j])]  # S is every key 0…598, so block = position
             assert abs(row["d_i_swapped"] - float(pair[0])) <= 1e-6
             assert abs(row["d_j_swapped"] - float(pair[1])) <= 1e-6
@@ -165,11 +165,12 @@ def test_long_inputs_stream_layers_with_the_scores_of_the_whole_capture(model_fa
     whole = [psheads.score_heads(lens, tokens, progress=False, **call) for call in calls]
     whole.append(psheads.frequency_profile(lens, tokens, progress=False).planes)
     assert not any(streamed_layers[n_streamed:])
-    for a, b in zip(streamed, whole):
+    for a, b in zip(streamed, whole, strict=True):
         assert list(a.columns) == list(b.columns) and len(a) == len(b)
         numbers = a.select_dtypes("number").columns
         # a spread is sqrt(E[x²] − mean²): rounding of 1e-16 in the sums moves a spread near 0 by
         # 1e-8, so spreads compare as variances
         spreads = [name for name in numbers if name.endswith("_std")]
-        a, b = a.assign(**{name: a[name] ** 2 for name in spreads}), b.assign(**{name: b[name] ** 2 for name in spreads})
+        a = a.assign(**{name: a[name] ** 2 for name in spreads})
+        b = b.assign(**{name: b[name] ** 2 for name in spreads})
         assert (a[numbers] - b[numbers]).abs().max().max() <= 1e-12

@@ -101,8 +101,10 @@ def test_a_task_name_is_the_model_s_own_task_with_its_recorded_options(letter_mo
 
 @pytest.mark.parametrize("run", list(RUNS), ids=str)
 def test_ids_outside_the_vocabulary_are_refused_by_name(run, number_model) -> None:
-    wide = NumberTask(n_target=4, n_pre=4, n_symbols=40, max_int=8)  # ids up to 47 on a model of 40 tokens (8 prompts reach 46 or 47)
-    with pytest.raises(ValueError, match=r"Task 'number' emits token id 4\d, outside the model's vocabulary of 40 tokens \(0…39\)"):
+    # ids up to 47 on a model of 40 tokens (8 prompts reach 46 or 47)
+    wide = NumberTask(n_target=4, n_pre=4, n_symbols=40, max_int=8)
+    with pytest.raises(ValueError,
+                       match=r"Task 'number' emits token id 4\d, outside the model's vocabulary of 40 tokens \(0…39\)"):
         RUNS[run](number_model, wide, allow_task_mismatch=True)
 
 

@@ -89,6 +89,6 @@ def test_the_compiled_swap_kernel_equals_the_eager_one(monkeypatch, block_size, 
     compiled = methods.swap_scores(logits, block_size, 1e-4)
     assert fused._compiled is not None and not fused._failed
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1  # a graph was compiled, not skipped
-    for a, b in zip(eager, compiled):
+    for a, b in zip(eager, compiled, strict=True):
         torch.testing.assert_close(b, a, rtol=1e-13, atol=0)
     assert not torch.allclose(eager[0], eager[1])  # the scores are not degenerate

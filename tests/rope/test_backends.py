@@ -351,7 +351,8 @@ def test_hook_sites_of_the_models(model_factory, family: str) -> None:
     model = model_factory(family)
     backend = backend_for(model)
     tokens = tokens_of()
-    sites = [site for layer in range(backend.n_layers) for which in ("q", "k") for site in backend.qk_sites(layer, which)]
+    sites = [site for layer in range(backend.n_layers) for which in ("q", "k")
+             for site in backend.qk_sites(layer, which)]
     cache = model_cache(model, tokens, {site.name for site in sites})
     for site in sites:
         spec = backend.layer_spec(int(site.name.split(".")[1]))
@@ -468,9 +469,8 @@ def test_analysis_switches_to_eval_and_restores_each_flag(model_factory, family:
         assert _flags(model) == before
         assert torch.is_grad_enabled()
 
-        with pytest.raises(RuntimeError, match="inside"):
-            with adapter.analysis():
-                raise RuntimeError("inside")
+        with pytest.raises(RuntimeError, match="inside"), adapter.analysis():
+            raise RuntimeError("inside")
         assert _flags(model) == before
         assert torch.is_grad_enabled()
         with adapter.analysis():  # a failed analysis leaves the backend reusable
@@ -488,7 +488,8 @@ def test_preserved_state_of_an_eval_model_changes_nothing(model_factory) -> None
     assert not any(_flags(model))
     modules = all_modules(model)
     assert len({id(m) for m in modules}) == len(modules)
-    assert {id(m) for m in model.modules()} | {id(m) for m in model.original_model.modules()} == {id(m) for m in modules}
+    owned = {id(m) for m in model.modules()} | {id(m) for m in model.original_model.modules()}
+    assert owned == {id(m) for m in modules}
 
 
 # --- fingerprints and weights ------------------------------------------------------------------
@@ -540,7 +541,7 @@ def test_a_rotation_table_written_through_data_is_seen(model_factory) -> None:
         torch.testing.assert_close(psheads.RopeLens(model).layers[0].theta, inverse.double(), rtol=1e-5, atol=0)
         assert not torch.allclose(lens.layers[0].theta, inverse.double())
     finally:
-        for table, values in zip(tables, saved):
+        for table, values in zip(tables, saved, strict=True):
             table.data.copy_(values)
     assert backend_for(model).fingerprint() == before
 
@@ -692,9 +693,9 @@ def _hf_snapshot(model: torch.nn.Module) -> dict:
 
 def _assert_same_snapshot(before: dict, after: dict) -> None:
     assert [entry[:4] for entry in after["params"]] == [entry[:4] for entry in before["params"]]
-    assert all(torch.equal(a[4], b[4]) for a, b in zip(after["params"], before["params"]))
+    assert all(torch.equal(a[4], b[4]) for a, b in zip(after["params"], before["params"], strict=True))
     assert [entry[:2] for entry in after["buffers"]] == [entry[:2] for entry in before["buffers"]]
-    assert all(torch.equal(a[2], b[2]) for a, b in zip(after["buffers"], before["buffers"]))
+    assert all(torch.equal(a[2], b[2]) for a, b in zip(after["buffers"], before["buffers"], strict=True))
     for key in ("modules", "hooks", "training", "attention"):
         assert after[key] == before[key], key
 
@@ -767,9 +768,9 @@ def test_an_attention_without_rotary_tables_gets_a_clear_error(model_factory) ->
     backend = backend_for(model)
     attention = backend._hf_attn(0)
     before = model_state(model)
-    with pytest.raises(ValueError, match=re.escape("pip install 'transformers>=5.24'")):
-        with backend.sdpa_table_recorder([0], {}):
-            attention(hidden_states=torch.zeros(1, 3, int(model.cfg.d_model)))  # no position_embeddings
+    with (pytest.raises(ValueError, match=re.escape("pip install 'transformers>=5.24'")),
+          backend.sdpa_table_recorder([0], {})):
+        attention(hidden_states=torch.zeros(1, 3, int(model.cfg.d_model)))  # no position_embeddings
     assert model_state(model) == before
 
 

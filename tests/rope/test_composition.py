@@ -100,7 +100,7 @@ def test_every_nesting_order_equals_sequential_application(model_factory, family
 
 def test_a_plane_edit_of_the_wrong_shape_is_refused(model_factory) -> None:
     lens = psheads.RopeLens(model_factory("llama"))
-    with lens.plane_hooks([0]) as names:
-        with lens.model.hooks(fwd_hooks=[(names[0], lambda planes, hook: planes[:, :, :2])]):
-            with pytest.raises(ValueError, match=r"hook_plane_logits returned \(2, 4, 2, 9, 9\); it must return"):
-                lens.model(TOKENS)
+    with (lens.plane_hooks([0]) as names,
+          lens.model.hooks(fwd_hooks=[(names[0], lambda planes, hook: planes[:, :, :2])]),
+          pytest.raises(ValueError, match=r"hook_plane_logits returned \(2, 4, 2, 9, 9\); it must return")):
+        lens.model(TOKENS)

@@ -17,7 +17,8 @@ def test_gating_queries_matches_the_hand_computation(model_factory, family, back
     lens = psheads.RopeLens(model)
     tokens = torch.randint(0, 64, (2, 14))
     layer, heads = 1, [0, 3]
-    planes_off = [1, lens.layers[layer].n_planes] + ([0] if lens.layers[layer].rotary_dim < lens.layers[layer].d_head else [])
+    geo = lens.layers[layer]
+    planes_off = [1, geo.n_planes] + ([0] if geo.rotary_dim < geo.d_head else [])
     ungated = lens.frequency_logits(tokens, layer)  # layer 0 is untouched, so layer 1's inputs are too
     expected = ungated.clone()
     for head in heads:
@@ -52,20 +53,16 @@ def test_gating_removes_hooks_on_error(model_factory) -> None:
     model = model_factory("gemma2")
     lens = psheads.RopeLens(model)
     before = model_state(model)
-    with pytest.raises(KeyError):
-        with lens.gate([1]):
-            raise KeyError("user code failed")
+    with pytest.raises(KeyError), lens.gate([1]):
+        raise KeyError("user code failed")
     assert model_state(model) == before
 
 
 def test_gating_validates(model_factory) -> None:
     lens = psheads.RopeLens(model_factory("llama"))
-    with pytest.raises(ValueError, match="planes: frequency ID 9 is out of range"):
-        with lens.gate([9]):
-            pass
-    with pytest.raises(ValueError, match="head 4 is out of range"):
-        with lens.gate([1], heads=[4]):
-            pass
-    with pytest.raises(ValueError, match="2 KV heads"):
-        with lens.gate([1], heads=[2], keys=True):
-            pass
+    with pytest.raises(ValueError, match="planes: frequency ID 9 is out of range"), lens.gate([9]):
+        pass
+    with pytest.raises(ValueError, match="head 4 is out of range"), lens.gate([1], heads=[4]):
+        pass
+    with pytest.raises(ValueError, match="2 KV heads"), lens.gate([1], heads=[2], keys=True):
+        pass

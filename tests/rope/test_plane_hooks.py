@@ -27,7 +27,8 @@ def test_reading_matches_frequency_logits_and_changes_nothing(model_factory, fam
         planes = cache[name]
         geo = lens.layers[layer]
         assert planes.shape == (2, geo.n_heads, geo.n_planes + 1, 11, 11)
-        torch.testing.assert_close(planes[:, :, :, 7, :8], lens.frequency_logits(tokens, layer, query=7), atol=1e-10, rtol=0)
+        torch.testing.assert_close(planes[:, :, :, 7, :8], lens.frequency_logits(tokens, layer, query=7),
+                                   atol=1e-10, rtol=0)
     assert model_state(model) == before
     assert not set(names.values()) & set(model.hook_dict)
 
@@ -62,9 +63,8 @@ def test_arbitrary_edits_set_the_pattern(model_factory, family, backend) -> None
         edited[:, :, -2] *= 3.0
         return edited
 
-    with lens.plane_hooks([0]) as names:
-        with model.hooks(fwd_hooks=[(names[0], amplify)]):
-            _, cache = model.run_with_cache(tokens, names_filter=lambda n: n == "blocks.0.attn.hook_pattern")
+    with lens.plane_hooks([0]) as names, model.hooks(fwd_hooks=[(names[0], amplify)]):
+        _, cache = model.run_with_cache(tokens, names_filter=lambda n: n == "blocks.0.attn.hook_pattern")
     got = cache["blocks.0.attn.hook_pattern"][:, :, 8].double()
     torch.testing.assert_close(got, rebuilt_pattern(lens, expected, 0, 8), atol=1e-5, rtol=0)
 
@@ -73,13 +73,10 @@ def test_hook_points_are_removed_on_error_and_not_duplicated(model_factory) -> N
     model = model_factory("llama")
     lens = psheads.RopeLens(model)
     before = model_state(model)
-    with pytest.raises(RuntimeError, match="user"):
-        with lens.plane_hooks():
-            raise RuntimeError("user code failed")
+    with pytest.raises(RuntimeError, match="user"), lens.plane_hooks():
+        raise RuntimeError("user code failed")
     assert model_state(model) == before
     assert not any("plane_logits" in name for name in model.hook_dict)
-    with lens.plane_hooks([0]):
-        with pytest.raises(ValueError, match="already has a hook point"):
-            with lens.plane_hooks([0]):
-                pass
+    with lens.plane_hooks([0]), pytest.raises(ValueError, match="already has a hook point"), lens.plane_hooks([0]):
+        pass
     assert not any("plane_logits" in name for name in model.hook_dict)

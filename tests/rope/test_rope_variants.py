@@ -297,7 +297,7 @@ def test_gemma3_local_and_global_theta(gemma3: tuple[Any, psheads.RopeLens]) -> 
     assert torch.allclose(local, descending(1.0 / 500.0**half_dims), rtol=1e-6, atol=0)
     assert torch.allclose(glob, descending(1.0 / 200000.0**half_dims), rtol=1e-6, atol=0)
     assert (local - glob).abs().max() > 1e-2
-    for geo, layer_type in zip(lens.layers, config.layer_types):
+    for geo, layer_type in zip(lens.layers, config.layer_types, strict=True):
         expected = local if layer_type == "sliding_attention" else glob
         assert torch.allclose(geo.theta, expected, rtol=0, atol=THETA_TOL), (geo.layer, layer_type)
         assert torch.allclose(geo.magnitude, torch.ones_like(geo.magnitude), atol=1e-6)
@@ -317,7 +317,7 @@ def test_gemma3_bases_not_swapped(gemma3: tuple[Any, psheads.RopeLens]) -> None:
     model, lens = gemma3
     config = model.original_model.config
     captures = full_capture(lens, tokens_of(SHORT), list(range(lens.n_layers)))
-    for geo, layer_type in zip(lens.layers, config.layer_types):
+    for geo, layer_type in zip(lens.layers, config.layer_types, strict=True):
         other = 200000.0 if layer_type == "sliding_attention" else 500.0
         cos, sin = plain_tables(SHORT, geo.rotary_dim, other)
         assert pattern_error(geo, captures[geo.layer]) <= TOL32
@@ -352,10 +352,11 @@ def test_half_precision(tmp_path_factory: pytest.TempPathFactory, family: str, d
             check = check_pattern(geo, captures[geo.layer], dtype)
             at_rows = row_errors(model, lens, tokens, geo.layer)
             worst[(n_pos, geo.layer)] = (check.error, at_rows)
-            assert check.worst <= 1, f"{family} {dtype} N={n_pos} layer {geo.layer}: {check.error:.3g} ({check.worst:.3g})"
+            assert check.worst <= 1, \
+                f"{family} {dtype} N={n_pos} layer {geo.layer}: {check.error:.3g} ({check.worst:.3g})"
             assert at_rows <= tol
     print(f"\n{family} {dtype}: worst |Δpattern| (all queries, frequency_logits rows) = "
-          + ", ".join(f"N={n} L{l}: {a:.2e}/{b:.2e}" for (n, l), (a, b) in worst.items()))
+          + ", ".join(f"N={n} L{layer}: {a:.2e}/{b:.2e}" for (n, layer), (a, b) in worst.items()))
     assert [(name, p.dtype) for name, p in model.named_parameters()] == before
 
 

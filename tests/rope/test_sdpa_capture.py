@@ -75,7 +75,7 @@ def test_sdpa_capture_forms_no_pattern_and_leaves_the_model_as_it_was(model_fact
     assert config._attn_implementation == implementation
     blocks = [block.original_component for block in model.blocks]
     assert all(any(child is block_bridge.attn for child in block.children())
-               for block, block_bridge in zip(blocks, model.blocks))
+               for block, block_bridge in zip(blocks, model.blocks, strict=True))
 
     def broken(tokens: torch.Tensor) -> None:  # fails inside the swapped-in forward
         raise RuntimeError("broken on purpose")
@@ -85,7 +85,7 @@ def test_sdpa_capture_forms_no_pattern_and_leaves_the_model_as_it_was(model_fact
         captures(lens, torch.randint(0, 64, (1, 5)), monkeypatch, True)
     assert model_state(model) == before and config._attn_implementation == implementation
     assert all(any(child is block_bridge.attn for child in block.children())
-               for block, block_bridge in zip(blocks, model.blocks))
+               for block, block_bridge in zip(blocks, model.blocks, strict=True))
 
 
 def test_inputs_whose_eager_scores_exceed_the_budget_take_sdpa(model_factory, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,7 +98,8 @@ def test_inputs_whose_eager_scores_exceed_the_budget_take_sdpa(model_factory, mo
     for budget, eager in ((size, True), (size - 1, False)):  # at the budget: eager; one byte over: SDPA
         monkeypatch.setattr(backends.base, "SCORES_BYTES", budget)
         fired = []
-        counters = [(f"blocks.{layer}.attn.hook_attn_scores", lambda tensor, hook: fired.append(1)) for layer in layers]
+        counters = [(f"blocks.{layer}.attn.hook_attn_scores", lambda tensor, hook, fired=fired: fired.append(1))
+                    for layer in layers]
         with model.hooks(fwd_hooks=counters), lens.backend.analysis():
             lens.backend.capture(tokens, layers, query_index=torch.tensor([23, 23]))
         assert bool(fired) == eager

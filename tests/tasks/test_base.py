@@ -141,7 +141,8 @@ def test_check_settings_names_every_setting_that_differs_from_the_record(tmp_pat
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_settings(LetterTask(sampling="paper-b"), tokenizer)  # its own task
-        check_settings(LetterTask(sampling="paper-b", extra_target=128, min_hops=2, max_hops=2), tokenizer)  # varied on purpose
+        varied = LetterTask(sampling="paper-b", extra_target=128, min_hops=2, max_hops=2)  # varied on purpose
+        check_settings(varied, tokenizer)
         check_settings(NumberTask(), tokenizer)  # another task: check_fits compares the words
         check_settings(LetterTask(), _trained_on(LetterTask(), tmp_path / "no-record", record=False))
         check_settings(LetterTask(), None)  # a plain Hugging Face model has no tokenizer

@@ -1,4 +1,5 @@
-"""The canonical Index, Retrieval and partial-induction tasks against reference solvers, balance, determinism and validation."""
+"""The canonical Index, Retrieval and partial-induction tasks against reference solvers, balance, determinism and
+validation."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def validate(task: IndexTask | RetrievalTask, batch: TaskBatch) -> None:
     solve = solve_index if isinstance(task, IndexTask) else solve_retrieval
     assert batch.tokens.shape == (len(batch), task.length)
     vocabulary = task.vocabulary
-    for row, (text, answer, position) in enumerate(zip(batch.text, batch.answer_text, batch.answer_positions.tolist())):
+    for row, (text, answer, position) in enumerate(zip(batch.text, batch.answer_text, batch.answer_positions.tolist(),
+                                                       strict=True)):
         words = text.split()
         assert words == [vocabulary[i] for i in batch.tokens[row].tolist()]
         assert solve(words) == position
@@ -76,11 +78,13 @@ def test_retrieval_answers_and_positions_are_balanced() -> None:
     assert counts.tolist() == [40] * 9
     words = [text.split() for text in batch.text]
     assert all(w[-1][0] != w[-1][1] for w in words)
-    assert any(w[p][0] == w[p][1] for w, p in zip(words, batch.answer_positions.tolist()))  # doubled answers occur
+    # doubled answers occur
+    assert any(w[p][0] == w[p][1] for w, p in zip(words, batch.answer_positions.tolist(), strict=True))
 
 
 def test_both_tasks_share_one_vocabulary() -> None:
-    index, retrieval = IndexTask(length=12, n_letters=5, max_offset=20), RetrievalTask(length=3, n_letters=5, max_offset=20)
+    index = IndexTask(length=12, n_letters=5, max_offset=20)
+    retrieval = RetrievalTask(length=3, n_letters=5, max_offset=20)
     assert index.vocabulary == retrieval.vocabulary
     vocabulary = index.vocabulary
     assert vocabulary[:5] == list("abcde") and vocabulary[5:25] == [str(k) for k in range(1, 21)]
@@ -138,7 +142,8 @@ def test_partial_induction_prompts_solve_to_their_answers(task) -> None:
     batch = checked_batch(task, 300, seed=5)
     assert batch.tokens.shape == (300, task.length)
     vocabulary = task.vocabulary
-    for row, (text, answer, position) in enumerate(zip(batch.text, batch.answer_text, batch.answer_positions.tolist())):
+    for row, (text, answer, position) in enumerate(zip(batch.text, batch.answer_text, batch.answer_positions.tolist(),
+                                                       strict=True)):
         words = text.split()
         assert words == [vocabulary[i] for i in batch.tokens[row].tolist()]
         assert solve_partial_induction(words) == position

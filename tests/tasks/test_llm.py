@@ -126,7 +126,7 @@ def check_batch(task, batch: TaskBatch) -> None:
     assert batch.candidates.shape == (len(task.answer_words),)
     assert torch.equal(batch.candidates, task.candidates)
     assert (batch.candidates[None, :] == batch.answers[:, None]).any(1).all()
-    for text, answer in zip(batch.text, batch.answer_text):
+    for text, answer in zip(batch.text, batch.answer_text, strict=True):
         examples = solve(task, text)
         assert len(examples) == task.shots + 1
         for rule, written, _ in examples[:-1]:
@@ -154,7 +154,7 @@ def test_every_prompt_solves_to_its_answer_gemma(cls, shots, gemma) -> None:
     # the text is the prompt: Gemma's own tokenization of it (BOS added) gives the tokens
     assert tokenizer(batch.text)["input_ids"] == batch.tokens.tolist()
     # single-token answers, as they follow the prompt
-    for answer, token in zip(batch.answer_text, batch.answers.tolist()):
+    for answer, token in zip(batch.answer_text, batch.answers.tolist(), strict=True):
         assert tokenizer(answer, add_special_tokens=False)["input_ids"] == [token]
     assert tokenizer(batch.text[0] + batch.answer_text[0])["input_ids"] == batch.tokens[0].tolist() + [
         int(batch.answers[0])]
@@ -356,7 +356,8 @@ def test_evaluate_multihop_tasks_is_training_evaluate(model_factory) -> None:
     assert next(model.parameters()).grad is None
     longer = evaluate(model, task, n=16, windows=[4, 12, 30])  # windows: extra_target = window − n_target
     assert longer.drop_duplicates("window")["length"].tolist() == [9, 17, 35]
-    expected = old_training_evaluate(model, NumberTask(n_target=4, n_pre=4, max_int=8, n_symbols=20, extra_target=8), 16, 0)
+    expected = old_training_evaluate(model, NumberTask(n_target=4, n_pre=4, max_int=8, n_symbols=20, extra_target=8),
+                                     16, 0)
     assert longer[longer["window"] == 12]["accuracy"].tolist() == expected["accuracy"].tolist()
     letter = evaluate(model_factory("gptj"), LetterTask(n_target=4, n_pre=4, n_letters=5, n_ints=2), n=12)
     assert letter["hops"].tolist() == ["1", "2", "3", "4", "all"]
@@ -448,8 +449,8 @@ def test_evaluate_arguments(words, model_factory) -> None:
 
         def generate(self, n: int, seed: int = 0) -> TaskBatch:
             tokens = torch.full((n, 3), 5, dtype=torch.long)
-            return TaskBatch(tokens, torch.full((n,), 4), torch.ones(n, dtype=torch.long), torch.zeros(n, dtype=torch.long),
-                             ["t5 t5 t5"] * n, ["t4"] * n, candidates=self.candidates)
+            return TaskBatch(tokens, torch.full((n,), 4), torch.ones(n, dtype=torch.long),
+                             torch.zeros(n, dtype=torch.long), ["t5 t5 t5"] * n, ["t4"] * n, candidates=self.candidates)
 
     with pytest.raises(ValueError, match="answer is missing"):
         evaluate(model, Wrong(), n=2)

@@ -42,7 +42,7 @@ def test_every_prompt_solves_to_its_answer(task, solve) -> None:
     batch = task.generate(400, seed=3)
     assert batch.tokens.shape == (400, task.extra_target + task.n_target + task.n_pre + 1)
     for words, answer, hops, position in zip(batch.text, batch.answer_text, batch.hops.tolist(),
-                                             batch.answer_positions.tolist()):
+                                             batch.answer_positions.tolist(), strict=True):
         words = words.split()
         assert solve(words) == (position, hops)
         assert words[position] == answer
@@ -161,7 +161,7 @@ def test_registry_and_a_custom_task() -> None:
 def test_the_number_hop_path_runs_from_the_query_to_the_answer() -> None:
     task = NumberTask()
     batch = task.generate(64, seed=5)
-    for row, hops, answer in zip(batch.tokens, batch.hops.tolist(), batch.answer_positions.tolist()):
+    for row, hops, answer in zip(batch.tokens, batch.hops.tolist(), batch.answer_positions.tolist(), strict=True):
         path = task.hop_path(row)
         assert path[0] == len(row) - 1 and path[-1] == answer and len(path) == hops + 1
         assert path == sorted(path, reverse=True)

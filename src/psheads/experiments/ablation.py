@@ -128,7 +128,7 @@ def heads_by_label(scores: pd.DataFrame, labels: str | Iterable[str] = "position
                          f"this frame has the column(s) {extra}.")
     wanted = {labels} if isinstance(labels, str) else set(labels)
     chosen = scores[scores["label"].isin(wanted)]
-    return tuple(sorted((int(layer), int(head)) for layer, head in zip(chosen["layer"], chosen["head"])))
+    return tuple(sorted((int(layer), int(head)) for layer, head in zip(chosen["layer"], chosen["head"], strict=True)))
 
 
 def random_heads(model_or_lens: Any, count: int, seed: int = 0, exclude: Iterable[Head] = ()) -> tuple[Head, ...]:
@@ -146,9 +146,11 @@ def random_heads(model_or_lens: Any, count: int, seed: int = 0, exclude: Iterabl
     lens = as_lens(model_or_lens)
     count, seed = validation.integer(count, "count", minimum=1), validation.seed(seed)
     excluded = {tuple(validation.integers(pair, "exclude item")) for pair in exclude}
-    pool = [(geo.layer, head) for geo in lens.layers for head in range(geo.n_heads) if (geo.layer, head) not in excluded]
+    pool = [(geo.layer, head) for geo in lens.layers for head in range(geo.n_heads)
+            if (geo.layer, head) not in excluded]
     if count > len(pool):
-        raise ValueError(f"count={count} heads asked for, but only {len(pool)} are left after excluding {len(excluded)}.")
+        raise ValueError(f"count={count} heads asked for, but only {len(pool)} are left after excluding "
+                         f"{len(excluded)}.")
     order = torch.randperm(len(pool), generator=torch.Generator().manual_seed(seed))[:count]
     return tuple(sorted(pool[i] for i in order.tolist()))
 
@@ -161,8 +163,8 @@ def _check_against(lens: RopeLens, intervention: Intervention) -> None:
                              f"layers 0…{lens.n_layers - 1}.")
         geo = lens.layers[layer]
         if head >= geo.n_heads:
-            raise ValueError(f"Intervention {intervention.name!r}: head {head} is out of range; layer {layer} has heads "
-                             f"0…{geo.n_heads - 1}.")
+            raise ValueError(f"Intervention {intervention.name!r}: head {head} is out of range; layer {layer} has "
+                             f"heads 0…{geo.n_heads - 1}.")
         if intervention.planes is not None and max(intervention.planes) > geo.layout.n_planes:
             raise ValueError(f"Intervention {intervention.name!r}: plane {max(intervention.planes)} is out of range; "
                              f"layer {layer} has planes 1…{geo.layout.n_planes} (1 = fastest) and 0 (unrotated dims).")
@@ -229,11 +231,12 @@ def applied(lens: RopeLens, intervention: Intervention,
             for layer, heads in by_layer.items():
                 stack.enter_context(lens.gate(intervention.planes, layers=[layer], heads=heads))
         else:
-            missing = [layer for layer in by_layer if means is None or layer not in means]
+            available = means or {}
+            missing = [layer for layer in by_layer if layer not in available]
             if missing:
                 raise ValueError(f"Intervention {intervention.name!r}: no head means for layers {missing}; compute "
                                  "them with head_means.")
-            hooks = [(_site(lens, layer).name, _replacer(_site(lens, layer), heads, means[layer]))
+            hooks = [(_site(lens, layer).name, _replacer(_site(lens, layer), heads, available[layer]))
                      for layer, heads in by_layer.items()]
             stack.enter_context(lens.model.hooks(fwd_hooks=hooks))
         yield
@@ -279,12 +282,12 @@ def ablate(model_or_lens: Any, task: Task | str, interventions: Iterable[Interve
     task = task_for_model(task, model)
     options = task_options(task)  # before any work: a task that cannot record itself is refused
     chosen = list(interventions) if isinstance(interventions, Iterable) else [interventions]
-    for intervention in chosen:
-        if not isinstance(intervention, Intervention):
+    for each in chosen:
+        if not isinstance(each, Intervention):
             raise TypeError(f"interventions must be psheads.experiments.ablation.Intervention objects, got "
-                            f"{type(intervention).__name__}.")
-        _check_against(lens, intervention)
-    names = [intervention.name for intervention in chosen]
+                            f"{type(each).__name__}.")
+        _check_against(lens, each)
+    names = [each.name for each in chosen]
     if len(set(names)) != len(names):
         raise ValueError(f"Intervention names must be distinct, got {names}.")
     mean_layers = sorted({layer for each in chosen if each.planes is None for layer in each.layers})

@@ -133,9 +133,9 @@ def random_prompts(tokenizer: Any, length: int, n: int, seed: int) -> Int[Tensor
     """``n`` prompts of ``length - 1`` uniformly random ordinary tokens (no special, ``<…>`` or ``[…]``
     tokens), each after BOS; seeded."""
     special = set(tokenizer.all_special_ids)
-    ordinary = sorted(i for token, i in tokenizer.get_vocab().items()
-                      if i not in special and not re.fullmatch(r"<[^<>\s]*>|\[[^\]\s]*\]", token))
-    ordinary = torch.tensor(ordinary, dtype=torch.long)
+    ordinary = torch.tensor(sorted(i for token, i in tokenizer.get_vocab().items()
+                                   if i not in special and not re.fullmatch(r"<[^<>\s]*>|\[[^\]\s]*\]", token)),
+                            dtype=torch.long)
     pick = torch.randint(0, len(ordinary), (n, length - 1), generator=torch.Generator().manual_seed(seed))
     return torch.cat([torch.full((n, 1), _bos(tokenizer), dtype=torch.long), ordinary[pick]], dim=1)
 
@@ -153,12 +153,12 @@ def prompt_sets(tokenizer: Any, config: AtlasConfig, text: str | None = None) ->
     """Every prompt set of the atlas: ``{(name, length or window): tokens}``."""
     text = data.path("prose.txt").read_text(encoding="utf-8") if text is None else text
     sets: dict[tuple[str, int], Tensor] = {}
-    for length, n in zip(config.lengths, config.n_prompts):
+    for length, n in zip(config.lengths, config.n_prompts, strict=True):
         sets["natural", length] = natural_prompts(tokenizer, text, length, n)
         sets["random", length] = random_prompts(tokenizer, length, n, config.seed)
     for name in config.tasks:
         for window in config.task_windows:
-            task = tasks.get_task(name, window=window).for_tokenizer(tokenizer)
+            task = tasks.get_task(name, window=window, tokenizer=tokenizer)
             sets[name, window] = tasks.checked_batch(task, config.n_task_prompts, seed=config.seed).tokens
     return sets
 
@@ -189,12 +189,15 @@ def atlas(model: str | Any, config: AtlasConfig | None = None, *, model_name: st
     kinds = {layer: kind if any(geo.window is not None for geo in lens.layers) else "full"
              for layer, kind in analysis.layer_kinds(lens).items()}
     sets = prompt_sets(tokenizer, config)
-    common = {"batch_size": config.batch_size, "progress": False}
+    common: dict[str, Any] = {"batch_size": config.batch_size, "progress": False}
     steps = [(key, method, planes) for key in sets for method in ("swap", "anova")
              for planes in ((False, True) if key[0] in ("natural", "random") else (False,))
              if not (planes and method == "swap" and key[1] not in config.plane_swap_lengths)]
     steps += [(key, "profile", False) for key in sets if key[0] in ("natural", "random")]
-    heads, planes, usage, ids = [], [], [], []
+    heads: list[pd.DataFrame] = []
+    planes: list[pd.DataFrame] = []
+    usage: list[pd.DataFrame] = []
+    ids: list[pd.DataFrame] = []
     for (prompts, length), method, by_frequency in progress_bar(steps, desc=f"atlas {name}", progress=progress):
         tokens = sets[prompts, length]
         keys = {"model": name, "prompts": prompts, "length": int(length)}

@@ -301,23 +301,25 @@ def gating_sweep(config: SweepConfig | None = None, progress: bool | None = None
         directories = [Path(scratch) / f"cell-{index:04d}" for index in range(len(cells))]
         if workers == 1:  # in this process, or spread over the ranks of a torchrun job
             with progress_bar(total=len(cells), desc="gating sweep", progress=progress) as bar:
-                frames = list(ordered_map(lambda each: _cell(config, *each), zip(cells, directories), bar=bar))
+                frames = list(ordered_map(lambda each: _cell(config, *each), zip(cells, directories, strict=True),
+                                          bar=bar))
         else:
             context = multiprocessing.get_context("spawn")  # no forked torch thread pools
             with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
                 futures = [pool.submit(_cell_in_worker, config, task, band, seed, directory, threads)
-                           for (task, band, seed), directory in zip(cells, directories)]
+                           for (task, band, seed), directory in zip(cells, directories, strict=True)]
                 for _ in progress_bar(concurrent.futures.as_completed(futures), total=len(futures), desc="gating sweep",
                                       progress=progress):
                     pass
                 frames = [future.result() for future in futures]
     seconds = []
-    for (task, band, seed), cell in zip(cells, frames):
+    for (task, band, seed), cell in zip(cells, frames, strict=True):
         seconds.append({"task": task, "band": band, "seed": seed, "train_seconds": float(cell["_seconds"].iloc[0])})
         logger.info("%s / %s / seed %d: accuracy %.3f (%.1f s)", task, band, seed, cell["accuracy"].iloc[0],
                     seconds[-1]["train_seconds"])
     frame = pd.concat([cell.drop(columns="_seconds") for cell in frames], ignore_index=True)
-    frame.attrs = {"config": config.to_dict(), "bands": {band: planes_text(config.planes(band)) for band in config.bands},
+    frame.attrs = {"config": config.to_dict(),
+                   "bands": {band: planes_text(config.planes(band)) for band in config.bands},
                    "cells": seconds, "seconds": time.perf_counter() - began, "workers": workers, "threads": threads,
                    "versions": schema.versions()}
     return frame

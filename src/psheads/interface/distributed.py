@@ -164,14 +164,14 @@ def fingerprint(ids: Tensor | Sequence[Tensor], **settings: Any) -> dict[str, An
         ``count`` (prompts), ``shapes``, a hash of the ``ids`` in order, and ``settings``.
     """
     stacked = isinstance(ids, Tensor)
-    rows = [ids] if stacked else list(ids)  # a stacked tensor is hashed in one piece
+    rows = [ids] if isinstance(ids, Tensor) else list(ids)  # a stacked tensor is hashed in one piece
     digest = hashlib.blake2b(digest_size=16)
     for row in rows:
         row = row.detach().to("cpu", torch.int64).contiguous()
         digest.update(repr(tuple(row.shape)).encode())
-        digest.update(memoryview(row.numpy()).cast("B"))
-    shapes = tuple(ids.shape) if stacked else tuple(tuple(row.shape) for row in rows)
-    return {"count": len(ids) if stacked else len(rows), "shapes": _short(shapes),
+        digest.update(row.numpy().data.cast("B"))
+    shapes = tuple(rows[0].shape) if stacked else tuple(tuple(row.shape) for row in rows)
+    return {"count": len(rows[0]) if stacked else len(rows), "shapes": _short(shapes),
             "ids": _Digest(sum(row.numel() for row in rows), digest.hexdigest()),
             **{name: _short(value) for name, value in settings.items()}}
 
@@ -208,9 +208,11 @@ def ordered_map(function: Callable[[T], R], items: Iterable[T], *, bar: Any = No
     """
     here = world()
     if here.size > 1:
-        if agree is None and not isinstance(items, range):
-            items = list(items)  # cheap descriptions: counted before any work
-        _check_agreement(_everyone(agree or functools.partial(_described, items), here))
+        if agree is None:
+            if not isinstance(items, range):
+                items = list(items)  # cheap descriptions: counted before any work
+            agree = functools.partial(_described, items)
+        _check_agreement(_everyone(agree, here))
     iterator = iter(items)
     while True:
         round_ = list(itertools.islice(iterator, here.size))

@@ -164,9 +164,8 @@ def device(value: Any, name: str = "device") -> str:
                          "'mps', …") from None
     if parsed.type == "meta":
         raise ValueError(f"{name} 'meta' holds shapes, not numbers: use 'cpu' or an accelerator.")
-    backend = getattr(torch, parsed.type, None)
-    if parsed.type != "cpu" and callable(getattr(backend, "is_available", None)) \
-            and not backend.is_available():
+    is_available = getattr(getattr(torch, parsed.type, None), "is_available", None)
+    if parsed.type != "cpu" and callable(is_available) and not is_available():
         raise ValueError(f"{name} {value!r}: no {parsed.type} device is available here; use 'cpu'.")
     try:
         torch.empty(0, device=parsed)

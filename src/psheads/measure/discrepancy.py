@@ -170,7 +170,7 @@ def discrepancy(model: Any, task: Task | str, lengths: Iterable[int] | None = No
     rows = []
     with progress_bar(total=len(tasks) * math.ceil(n / batch_size), desc="discrepancy", progress=progress) as bar, \
             lens.backend.analysis():
-        for size, each in zip(sizes, tasks):
+        for size, each in zip(sizes, tasks, strict=True):
             rows += _one_length(lens, each, size, chosen, torch.tensor(heads), n, seed, batch_size, bar,
                                 allow_task_mismatch)
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
@@ -206,7 +206,8 @@ def _one_length(lens: Any, task: Task, size: int | None, layers: list[int], head
         def record(layer: int, capture: LayerCapture) -> None:  # each layer during the forward, then dropped
             geo = lens.layers[layer]
             geo.check_capture(capture)
-            out[layer] = tuple(x.cpu() for x in head_margins(geo, capture, target, length - 1, heads))
+            raw, normalised = head_margins(geo, capture, target, length - 1, heads)
+            out[layer] = (raw.cpu(), normalised.cpu())
 
         lens.backend.capture(part, layers, query_index=query, on_layer=record)
         return out

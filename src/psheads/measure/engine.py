@@ -4,8 +4,8 @@
             ─► a measurement ─► Measured rows ─► running-sum reduction ─► tidy frame
 
 A *measurement* is any function ``KeyLogits -> {column: tensor [*lead]}``: the score methods of
-``psheads.measure.methods``, frequency usage in ``psheads.measure.frequency_profile``, or your own. The engine batches the
-prompts, captures q/k̃/tables once per batch, stacks layers that share their geometry and
+``psheads.measure.methods``, frequency usage in ``psheads.measure.frequency_profile``, or your own. The engine
+batches the prompts, captures q/k̃/tables once per batch, stacks layers that share their geometry and
 tables into one pass, groups prompts that share a key layout, bounds memory by ``CHUNK_BYTES``
 and, with ``by_frequency``, hands the measurement one view per RoPE plane. Long inputs stream:
 each layer is measured during the forward and its capture dropped. Under
@@ -211,7 +211,8 @@ def key_logits(geo: LayerGeometry, capture: LayerCapture, group: KeyGroup, heads
     t = group.query
     q = capture.q[rows, 0][:, _index(heads.tolist(), device)].double()  # [g, h, d]
     q_rot = weighted_query(geo, geometry.rotate(q, cos[t], sin[t], geo.layout))
-    k = rearrange(capture.k[rows], "prompt pos kv d -> prompt kv pos d")[:, _index(geo.kv_head_of[heads].tolist(), device)]
+    k = rearrange(capture.k[rows], "prompt pos kv d -> prompt kv pos d")
+    k = k[:, _index(geo.kv_head_of[heads].tolist(), device)]
     swappable, others = _index(group.swappable, device), _index(group.others, device)
     positions, tokens = geometry.position_token_factors(q_rot, k[:, :, swappable], cos[swappable], sin[swappable],
                                                         geo.layout, geo.scale)
@@ -370,6 +371,7 @@ class RunningMean:
         self.spread = spread
         self.by_frequency = by_frequency
         self._sums: dict[tuple[int, tuple[int, ...]], dict[str, Tensor]] = {}
+        self._counts: dict[tuple[int, tuple[int, ...]], int] = {}
         self._meta: dict[tuple[int, tuple[int, ...]], LayerGeometry] = {}
 
     def partial(self, item: Measured) -> Sums:
@@ -383,8 +385,8 @@ class RunningMean:
         for i, geo in enumerate(part.layers):
             key = (geo.layer, part.heads)
             self._meta.setdefault(key, geo)
-            total = self._sums.setdefault(key, {"n": 0})
-            total["n"] += part.n
+            total = self._sums.setdefault(key, {})
+            self._counts[key] = self._counts.get(key, 0) + part.n
             for name, value in part.sums.items():
                 block = value[i * len(part.heads) : (i + 1) * len(part.heads)]
                 total[name] = total[name] + block if name in total else block.clone()
@@ -394,8 +396,7 @@ class RunningMean:
         sorted by layer and head; planes stay in slot order (1 … F, then 0)."""
         parts = []
         for key in sorted(self._sums):
-            geo, total = self._meta[key], self._sums[key]
-            n = total["n"]
+            geo, total, n = self._meta[key], self._sums[key], self._counts[key]
             part = key_columns([geo], torch.tensor(key[1]), self.by_frequency)
             for name in columns:
                 if name.endswith("_std") and name[:-4] in self.spread:
@@ -420,6 +421,6 @@ def per_prompt_frame(items: Iterator[Measured], columns: list[str], by_frequency
             part = {"prompt": np.full(size, prompt), **keys}
             part.update({name: item.values[name][g].reshape(-1).numpy() for name in columns})
             parts.append(part)
-    keys = ["prompt", "layer", "head", "kv_head"] + (["plane", "theta"] if by_frequency else [])
+    key_names = ["prompt", "layer", "head", "kv_head"] + (["plane", "theta"] if by_frequency else [])
     order = ["prompt", "layer", "head"] + (["plane"] if by_frequency else [])
-    return _frame(parts, keys + columns).sort_values(order, kind="stable").reset_index(drop=True)
+    return _frame(parts, key_names + columns).sort_values(order, kind="stable").reset_index(drop=True)

@@ -103,7 +103,7 @@ class FrequencyProfile:
         top = usage.sort_values(["layer", "usage"], ascending=[True, False]).groupby("layer").head(3)
         per_layer = pd.DataFrame([
             {"layer": layer, "top planes (mean usage share)": ", ".join(
-                f"{plane} ({share:.2f})" for plane, share in zip(rows["plane"], rows["usage"]))}
+                f"{plane} ({share:.2f})" for plane, share in zip(rows["plane"], rows["usage"], strict=True))}
             for layer, rows in top.groupby("layer")])
         shown = self.heads.head(12)
         return reprs.html("FrequencyProfile", self._facts(), [
@@ -177,7 +177,8 @@ def frequency_profile(model_or_lens: Any, prompts: Any, config: ProfileConfig | 
                            desc="frequency profile", local=usage_sums):
         reducer.merge(sums)
     planes = reducer.frame(["usage", "max_logit"])[schema.PROFILE_PLANES.names]
-    bad = planes.loc[~np.isfinite(planes[["usage", "max_logit"]].to_numpy()).all(1), ["layer", "head"]].drop_duplicates()
+    finite = np.isfinite(planes[["usage", "max_logit"]].to_numpy()).all(1)
+    bad = planes.loc[~finite, ["layer", "head"]].drop_duplicates()
     if len(bad):
         named = ", ".join(f"L{layer}H{head}" for layer, head in bad.itertuples(index=False))
         raise ValueError(f"Frequency usage is not finite for {named}: the model produced inf or NaN on these prompts "

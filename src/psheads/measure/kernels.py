@@ -64,7 +64,7 @@ class Fused:
             with warnings.catch_warnings():  # Inductor's own deprecation notices are not the user's concern
                 warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\._inductor")
                 return self._compiled(*args)
-        except Exception as error:  # noqa: BLE001 - any failure of the compiler stack falls back to eager
+        except Exception as error:  # any failure of the compiler stack falls back to eager
             self._failed = True
             logger.warning("torch.compile could not build %s (%s: %s); running it eagerly, which is exact but "
                            "slower. Set %s=0 to skip compiling.", self.fn.__name__, type(error).__name__,

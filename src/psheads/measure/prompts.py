@@ -89,8 +89,8 @@ class PromptOptions:
 
     def to_dict(self) -> dict:
         """Plain-JSON form (a slice becomes ``{"slice": [start, stop, step]}``)."""
-        out = {"query": list(self.query) if isinstance(self.query, tuple) else self.query,
-               "exclude_bos": self.exclude_bos, "prepend_bos": self.prepend_bos}
+        out: dict[str, Any] = {"query": list(self.query) if isinstance(self.query, tuple) else self.query,
+                               "exclude_bos": self.exclude_bos, "prepend_bos": self.prepend_bos}
         swappable = self.swappable
         if isinstance(swappable, slice):
             out["swappable"] = {"slice": [swappable.start, swappable.stop, swappable.step]}
@@ -231,9 +231,10 @@ class PromptSet(Sequence):
                     f"(query {prompt.query}, window {geo.window}{mask}): fewer than {need}. Use longer prompts, a "
                     "smaller block_size or more swappable positions."
                 )
-            group = groups.get((prompt.query, *layout))
+            group_key = (prompt.query, *layout)
+            group = groups.get(group_key)
             if group is None:
-                group = groups[(prompt.query, *layout)] = KeyGroup([], [], prompt.query, swappable, others)
+                group = groups[group_key] = KeyGroup([], [], prompt.query, swappable, others)
             group.rows.append(row)
             group.prompts.append(index)
         return list(groups.values())
@@ -285,11 +286,11 @@ def unpadded(encoding: Mapping) -> Tensor | list[Tensor]:
     if mask is None:
         return ids
     id_rows, mask_rows = _rows(ids, "input_ids"), _rows(mask, "attention_mask")
-    if len(id_rows) != len(mask_rows) or any(i.shape != m.shape for i, m in zip(id_rows, mask_rows)):
+    if len(id_rows) != len(mask_rows) or any(i.shape != m.shape for i, m in zip(id_rows, mask_rows, strict=True)):
         raise ValueError("prompts['attention_mask'] does not match prompts['input_ids'] in shape: pass them as the "
                          "tokenizer returned them.")
     out = []
-    for index, (row, keep) in enumerate(zip(id_rows, mask_rows)):
+    for index, (row, keep) in enumerate(zip(id_rows, mask_rows, strict=True)):
         kept = torch.nonzero(keep.bool()).flatten()
         if kept.numel() == 0:
             raise ValueError(f"Prompt {index}'s attention_mask keeps no token: drop the empty prompt.")

@@ -84,7 +84,8 @@ def run_lock(output_dir: Path) -> Iterator[None]:
         ValueError: another training holds ``output_dir`` (the message names it and the lock file).
     """
     path = output_dir / LOCK
-    mine = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    mine: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname(),
+                            "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     while True:
         try:
             handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)

@@ -82,8 +82,15 @@ class Bound(NamedTuple):
 class Recipe(Protocol):
     """How one construction of Theorem 3.1 sets its head; one instance per name in ``CONSTRUCTIONS``."""
 
-    name: str
-    task_type: type
+    @property
+    def name(self) -> str:
+        """The construction's name (its key in ``CONSTRUCTIONS``)."""
+        ...
+
+    @property
+    def task_type(self) -> type[IndexTask] | type[RetrievalTask]:
+        """The task the construction answers."""
+        ...
 
     def default_theta(self, n0: int, omega: float) -> float:
         """θ when the caller gives none."""
@@ -240,6 +247,7 @@ class Construction:
     @property
     def theta(self) -> float:
         """The active plane's angle, radians per position."""
+        assert self.config.theta is not None  # resolved by ConstructionConfig.__post_init__
         return float(self.config.theta)
 
     @property
@@ -250,6 +258,7 @@ class Construction:
     @property
     def beta(self) -> float:
         """Inverse temperature: the logit of a unit cosine, ``scale · ‖q‖ · ‖k‖``."""
+        assert self.config.beta is not None  # resolved by ConstructionConfig.__post_init__
         return float(self.config.beta)
 
     def margin(self, length: int) -> float:
@@ -306,15 +315,17 @@ class IndexRecipe:
 
     def margin(self, config: ConstructionConfig, length: int) -> float:
         # logit/β = cos(mθ) with m = t − j − σ over the keys j = 0 … t; the target is m = 0
-        theta = config.theta
+        theta, max_offset = config.theta, config.max_offset
+        assert theta is not None and max_offset is not None  # resolved by ConstructionConfig.__post_init__
         worst = math.inf
-        for sigma in range(1, min(config.max_offset, length - 1) + 1):
+        for sigma in range(1, min(max_offset, length - 1) + 1):
             m = np.arange(-sigma, length - sigma)
             worst = min(worst, 1.0 - float(np.cos(m[m != 0] * theta).max()))
         return worst
 
     def bound(self, config: ConstructionConfig, length: int) -> Bound:
         n = length - 1
+        assert config.theta is not None  # resolved by ConstructionConfig.__post_init__
         return Bound(None, min(1 - math.cos(config.theta), 2 * math.pi**2 / n**2))
 
 
@@ -355,6 +366,7 @@ class RetrievalRecipe:
         # logit/β = cos(kω + dθ) at distance d = t − j; the target has k = 0 and d ≥ 1, every other
         # key (the query itself at d = 0 included, as x ≠ y) any k = 1 … |ALPH| − 1
         theta, omega = config.theta, config.omega
+        assert theta is not None  # resolved by ConstructionConfig.__post_init__
         d = np.arange(length)
         k = np.arange(1, config.n_letters)
         rivals = np.cos(k[:, None] * omega + d[None, :] * theta).max(0)
@@ -363,6 +375,7 @@ class RetrievalRecipe:
 
     def bound(self, config: ConstructionConfig, length: int) -> Bound:
         n, theta, omega = length - 1, config.theta, config.omega
+        assert theta is not None  # resolved by ConstructionConfig.__post_init__
         return Bound(math.cos(n * theta) - math.cos(omega - n * theta), 1 - math.cos(omega - n * theta))
 
 
@@ -416,6 +429,7 @@ def construct(kind: str, *, backend: str = "bridge", dtype: torch.dtype = torch.
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
     config = ConstructionConfig(kind=kind, **options)
+    assert config.theta is not None and config.beta is not None and config.n_ctx is not None  # resolved
     recipe = CONSTRUCTIONS[config.kind]
     task = config.task()
     size = len(task.vocabulary) + 2

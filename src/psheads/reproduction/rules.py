@@ -15,6 +15,7 @@ new ``fixed`` entry saying when and why.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -118,7 +119,7 @@ def worst(verdicts: Sequence[Verdict]) -> Verdict:
     """The weakest of several verdicts (not measured when none grades anything)."""
     for verdict in ("does not reproduce", "partly", "inconclusive", "reproduces"):
         if verdict in verdicts:
-            return verdict  # type: ignore[return-value]
+            return verdict
     return "not measured"
 
 
@@ -147,7 +148,7 @@ def hop_leads(curve: pd.DataFrame) -> list[bool]:
     smaller count leads by ``HOP_LEAD`` at some checkpoint and never trails by more than ``HOP_TRAIL``."""
     wide = _hop_table(curve)
     leads = []
-    for first, second in zip(wide.columns[:-1], wide.columns[1:]):
+    for first, second in itertools.pairwise(wide.columns):
         gap = wide[first] - wide[second]
         leads.append(bool(gap.max() >= HOP_LEAD and gap.min() >= -HOP_TRAIL))
     return leads
@@ -177,10 +178,10 @@ def at_once(curves: Sequence[pd.DataFrame]) -> Graded:
     spreads = []
     for curve in curves:
         wide = _hop_table(curve)
-        reached = [wide.index[wide[hops] >= analysis.READY].min() if (wide[hops] >= analysis.READY).any() else None
-                   for hops in wide.columns]
+        ready = [wide.index[wide[hops] >= analysis.READY] for hops in wide.columns]  # the steps, per hop count
+        firsts = [steps.min() for steps in ready if len(steps)]
         interval = checkpoint_interval(list(wide.index))
-        spreads.append(None if None in reached else (max(reached) - min(reached), interval))  # type: ignore[type-var]
+        spreads.append((max(firsts) - min(firsts), interval) if len(firsts) == len(ready) else None)
     close = sum(spread is not None and spread[0] <= spread[1] for spread in spreads)
     return Graded("reproduces" if spreads and close == len(spreads) else "partly" if close else
                   "does not reproduce" if spreads else "not measured",
@@ -216,7 +217,7 @@ def placement(published: set[int]) -> Callable[[Mapping[str, Any]], Graded]:
         share, most_outside = PLACEMENT_BAND
         extra = measurement.get("outside") or [0] * len(measured)
         shares = [len(layers & published) / len(published) if published else 1.0 for layers in measured]
-        outside = [len(layers - published) + more for layers, more in zip(measured, extra)]
+        outside = [len(layers - published) + more for layers, more in zip(measured, extra, strict=True)]
         if all(s == 1 for s in shares) and not any(outside):
             verdict: Verdict = "reproduces"
         elif all(s >= share for s in shares) and all(o <= most_outside for o in outside):
@@ -224,7 +225,7 @@ def placement(published: set[int]) -> Callable[[Mapping[str, Any]], Graded]:
         else:
             verdict = "does not reproduce"
         return Graded(verdict, "per seed: " + "; ".join(f"{s:.0%} of the paper's, {o} other"
-                                                        for s, o in zip(shares, outside)))
+                                                        for s, o in zip(shares, outside, strict=True)))
 
     return grade
 
@@ -341,7 +342,7 @@ def frequency_id(published: Sequence[float]) -> Callable[[Sequence[float]], Grad
     """Table 1's rule for one model: per layer within ``FREQUENCY_ID_TOLERANCE`` of ``published``."""
 
     def grade(measured: Sequence[float]) -> Graded:
-        outside = [layer for layer, (ours, paper) in enumerate(zip(measured, published))
+        outside = [layer for layer, (ours, paper) in enumerate(zip(measured, published, strict=False))
                    if not abs(ours - paper) <= FREQUENCY_ID_TOLERANCE]
         share = 1 - len(outside) / len(measured) if len(measured) else 0.0
         verdict: Verdict = ("not measured" if not len(measured) else "reproduces" if not outside
@@ -429,7 +430,8 @@ def figure_5b_curve(task: str) -> pd.DataFrame:
     """Paper B's figure 5B, read from the PDF's vector paths, as a ``length, hops, accuracy`` curve
     at L = x + 17 (x = 0 is the 17-token prompt, accuracy 1)."""
     points = {0: 1.0, **PAPER_B_FIGURE_5B[task]}
-    return pd.DataFrame({"length": [x + PROMPT_LENGTH for x in points], "hops": "all", "accuracy": list(points.values())})
+    return pd.DataFrame({"length": [x + PROMPT_LENGTH for x in points], "hops": "all",
+                         "accuracy": list(points.values())})
 
 
 def letter_length_grade(curve: pd.DataFrame) -> Graded:
@@ -449,7 +451,8 @@ def number_length_grade(curve: pd.DataFrame) -> Graded:
         return Graded("not measured", "the curve does not reach " + ", ".join(map(str, published)))
     close = [abs(measured[length] - value) <= NUMBER_LENGTH_TOLERANCE for length, value in published.items()]
     return Graded("reproduces" if all(close) else "partly" if any(close) else "does not reproduce",
-                  ", ".join(f"{measured[length]:.3f} at {length} (paper {value})" for length, value in published.items()))
+                  ", ".join(f"{measured[length]:.3f} at {length} (paper {value})"
+                            for length, value in published.items()))
 
 
 def _flat(value: float, lengths: Sequence[int] = (17, 65, 145, 529, 1041)) -> pd.DataFrame:
@@ -636,9 +639,14 @@ above 0.88 at 32 and above 0.65 at 100 (paper B's Claude Sonnet 3.7 sits exactly
 comparison takes the published two decimals as they are)."""
 
 
+def _cell(cells: pd.DataFrame, key: tuple[str, int], column: str) -> float:
+    """One number of a model's cells (indexed by task and window)."""
+    return float(cells[column].loc[key])
+
+
 def _testable(cells: pd.DataFrame) -> bool:
     key = ("llm-number", LLM_SHORT)
-    return key in cells.index and float(cells.loc[key, "ci_low"]) > NUMBER_SOLVED
+    return key in cells.index and _cell(cells, key, "ci_low") > NUMBER_SOLVED
 
 
 def _per_model(tables: Mapping[str, pd.DataFrame],
@@ -663,13 +671,13 @@ def _table_3_pattern(cells: pd.DataFrame) -> tuple[Verdict, str]:
     need = [("llm-letter", LLM_SHORT), ("llm-letter", LLM_WINDOW), ("llm-number", LLM_WINDOW)]
     if any(key not in cells.index for key in need):
         return "not measured", f"no letter and number cells at {LLM_WINDOW} items"
-    letter, number = cells.loc[("llm-letter", LLM_WINDOW)], cells.loc[("llm-number", LLM_WINDOW)]
-    start = float(cells.loc[("llm-letter", LLM_SHORT), "accuracy"])
-    above = float(letter["ci_low"]) > float(number["ci_high"])
-    holds = float(letter["accuracy"]) >= LETTER_HOLDS * start
+    letter, number = ("llm-letter", LLM_WINDOW), ("llm-number", LLM_WINDOW)
+    start = _cell(cells, ("llm-letter", LLM_SHORT), "accuracy")
+    above = _cell(cells, letter, "ci_low") > _cell(cells, number, "ci_high")
+    holds = _cell(cells, letter, "accuracy") >= LETTER_HOLDS * start
     return ("reproduces" if above and holds else "partly" if above else "does not reproduce",
-            f"letter {start:.2f} at {LLM_SHORT} items → {float(letter['accuracy']):.2f} at {LLM_WINDOW}, number "
-            f"{float(number['accuracy']):.2f} at {LLM_WINDOW}")
+            f"letter {start:.2f} at {LLM_SHORT} items → {_cell(cells, letter, 'accuracy'):.2f} at {LLM_WINDOW}, "
+            f"number {_cell(cells, number, 'accuracy'):.2f} at {LLM_WINDOW}")
 
 
 def table_3_grade(tables: Mapping[str, pd.DataFrame]) -> Graded:
@@ -682,7 +690,7 @@ def table_3_grade(tables: Mapping[str, pd.DataFrame]) -> Graded:
 def _thresholds(cells: pd.DataFrame) -> tuple[Verdict, str]:
     if any(key not in cells.index for key in SECTION_3_7):
         return "not measured", "no cells at 32 and 100 items"
-    held = [(float(cells.loc[key, "accuracy"]) < bound) if side == "<" else (float(cells.loc[key, "accuracy"]) >= bound)
+    held = [_cell(cells, key, "accuracy") < bound if side == "<" else _cell(cells, key, "accuracy") >= bound
             for key, (side, bound) in SECTION_3_7.items()]
     return ("reproduces" if all(held) else "partly" if sum(held) >= len(held) / 2 else "does not reproduce",
             f"{sum(held)} of {len(held)} thresholds hold")
@@ -778,18 +786,18 @@ RULES: dict[str, Rule] = {rule.claim: rule for rule in (
          "three pairs in every seed 'does not reproduce')", hop_by_hop,
          Control("a staircase: hop h rises 1,000 steps after hop h − 1", [STAIRCASE]),
          Control("every hop count on one curve", [TOGETHER])),
-    Rule("letter_at_once", f"every hop count reaches {analysis.READY:.0%} within one checkpoint interval of the first, in "
-         "every seed (partly: some seeds).", "one checkpoint interval", EARLIER, at_once,
+    Rule("letter_at_once", f"every hop count reaches {analysis.READY:.0%} within one checkpoint interval of the first, "
+         "in every seed (partly: some seeds).", "one checkpoint interval", EARLIER, at_once,
          Control("every hop count on one curve", [TOGETHER]),
          Control("a staircase: hop h rises 1,000 steps after hop h − 1", [STAIRCASE])),
     _placement_rule("number_positional_l0_l3", "positional"),
     _placement_rule("number_symbolic_l4_l11", "symbolic"),
     _placement_rule("letter_symbolic_1_11", "symbolic", "; a pure positional layer counts as other"),
     Rule("index_flow",
-         f"a layer follows a hop when the hop's target is the key it attends to most in ≥ {FOLLOWS:.0%} of prompts, per "
-         "hop count and hop (§3.2: \"maximally attends\"). (a) layer 0 follows the last hop, into the answer's "
-         "symbol; (b) layer 1 follows the hop before it and layers 1 and 2 the hop at the query; (c) layers 4–11 follow "
-         "no hop. All three reproduce, two partly.", "the argmax key in half the prompts",
+         f"a layer follows a hop when the hop's target is the key it attends to most in ≥ {FOLLOWS:.0%} of prompts, "
+         "per hop count and hop (§3.2: \"maximally attends\"). (a) layer 0 follows the last hop, into the answer's "
+         "symbol; (b) layer 1 follows the hop before it and layers 1 and 2 the hop at the query; (c) layers 4–11 "
+         "follow no hop. All three reproduce, two partly.", "the argmax key in half the prompts",
          ISSUE_36 + ": re-fixed from §3.2's text (the first rule was set after a look at the numbers)",
          index_flow_grade, Control("figure 3A as §3.2 reads it, 4 hops", _flow(_figure_3a)),
          Control("uniform attention: no hop's target is the argmax", _flow(lambda *_: False))),
@@ -802,15 +810,15 @@ RULES: dict[str, Rule] = {rule.claim: rule for rule in (
          Control("every pure head lost at γ = 0.05",
                  [{0.1: {"positional": 4, "symbolic": 8}, 0.05: {"positional": 0, "symbolic": 0}}])),
     Rule("pure_before_convergence",
-         f"at the first checkpoint with accuracy ≥ {CONVERGED} (all hops), ≥ {PURE_FIRST:.0%} of the layers that end pure "
-         "are already pure for good; reproduces when every run does, partly when at least half do.",
+         f"at the first checkpoint with accuracy ≥ {CONVERGED} (all hops), ≥ {PURE_FIRST:.0%} of the layers that end "
+         "pure are already pure for good; reproduces when every run does, partly when at least half do.",
          f"{PURE_FIRST:.0%} of the pure layers", EARLIER, convergence_grade,
          None, Control("heads that become pure after convergence", [(2000, 0.0), (2500, 0.25)]),
          no_positive="figure 2 shows the timing but publishes no step per head; a construction would only restate "
                      "the rule"),
     Rule("entropy_at_init",
-         f"every head's normalised entropy (1 = uniform) at initialisation ≥ {ENTROPY_HIGH} reproduces; partly when only "
-         "each model's median is.", f"entropy {ENTROPY_HIGH}", EARLIER, entropy_grade,
+         f"every head's normalised entropy (1 = uniform) at initialisation ≥ {ENTROPY_HIGH} reproduces; partly when "
+         "only each model's median is.", f"entropy {ENTROPY_HIGH}", EARLIER, entropy_grade,
          Control("uniform attention at initialisation", (1.0, [1.0, 1.0])),
          Control("a trained model's heads", (0.05, [0.4, 0.5]))),
     *(Rule(f"frequency_id_{task}",
@@ -822,23 +830,24 @@ RULES: dict[str, Rule] = {rule.claim: rule for rule in (
            Control(f"every plane used equally (ID {UNIFORM_ID} in every layer)", [UNIFORM_ID] * 12))
       for task in ("number", "letter")),
     Rule("layer_1_geometry",
-         f"the dominant plane is within ±{GEOMETRY_PLANE_TOLERANCE} ID of the paper's plane 2; then (1) aligned keys: the "
-         f"median R² of one sinusoid in the key's distance ≥ {ALIGNED_FIT}, (2) its median peak rounds to distance 2, "
-         f"(3) the plane's own largest logit is on the key the head attends to most in ≥ {ROUTES:.0%} of prompts. All "
-         "three reproduce, two partly.", f"±{GEOMETRY_PLANE_TOLERANCE} ID, R² {ALIGNED_FIT}, ±0.5 token",
+         f"the dominant plane is within ±{GEOMETRY_PLANE_TOLERANCE} ID of the paper's plane 2; then (1) aligned keys: "
+         f"the median R² of one sinusoid in the key's distance ≥ {ALIGNED_FIT}, (2) its median peak rounds to distance "
+         f"2, (3) the plane's own largest logit is on the key the head attends to most in ≥ {ROUTES:.0%} of prompts. "
+         "All three reproduce, two partly.", f"±{GEOMETRY_PLANE_TOLERANCE} ID, R² {ALIGNED_FIT}, ±0.5 token",
          ISSUE_36 + ": ±8 IDs covered the whole fast band, and routing was context, not part of the rule",
          geometry_grade, Control("Theorem 3.1's Index construction on plane 2, distance 2", _index_construction()),
          Control("random logits on plane 40", _random_geometry())),
     Rule("letter_length",
          f"the letter model's reach (≥ 90%) within a factor {LETTER_LENGTH_BANDS[0]:g} of 850 + 17 = 867 tokens "
-         f"reproduces, within a factor {LETTER_LENGTH_BANDS[1]:g} partly.", f"a factor {LETTER_LENGTH_BANDS[0]:g} in length",
+         f"reproduces, within a factor {LETTER_LENGTH_BANDS[1]:g} partly.",
+         f"a factor {LETTER_LENGTH_BANDS[0]:g} in length",
          ISSUE_36 + ": figure 5B's x counts the added tokens, so 850 is L = 867", letter_length_grade,
          Control("figure 5B's letter curve", figure_5b_curve("letter")),
          Control("a model that collapses past its training length", _flat(0.3).assign(
              accuracy=[1.0, 0.3, 0.3, 0.3, 0.3]))),
     Rule("number_length",
-         f"at figure 5B's reading points (x = 200 and 1,000, so L = 217 and 1,017) within ±{NUMBER_LENGTH_TOLERANCE} of "
-         "the paper's value: reproduces at both, partly at one; a model that generalises better fails as well. "
+         f"at figure 5B's reading points (x = 200 and 1,000, so L = 217 and 1,017) within ±{NUMBER_LENGTH_TOLERANCE} "
+         "of the paper's value: reproduces at both, partly at one; a model that generalises better fails as well. "
          "Between measured lengths the curve is interpolated linearly in log length.",
          f"±{NUMBER_LENGTH_TOLERANCE} accuracy", ISSUE_36 + ": read at L = x + 17", number_length_grade,
          Control("figure 5B's number curve", figure_5b_curve("number")),
@@ -846,8 +855,8 @@ RULES: dict[str, Rule] = {rule.claim: rule for rule in (
     Rule("theory_decay",
          f"within each model, Spearman's ρ between Theorem 3.2's upper bound at that model's angle (figure 5A) and its "
          f"accuracy over the lengths where the Retrieval bound holds (L − 1 < ω/(2θ) ≈ 145): ≥ {DECAY_CORRELATION[0]} "
-         f"reproduces, ≥ {DECAY_CORRELATION[1]} partly; fewer than {MIN_DECAY_POINTS} lengths not measured, a flat curve "
-         "inconclusive; the claim takes the weaker model.", f"ρ {DECAY_CORRELATION[0]}",
+         f"reproduces, ≥ {DECAY_CORRELATION[1]} partly; fewer than {MIN_DECAY_POINTS} lengths not measured, a flat "
+         "curve inconclusive; the claim takes the weaker model.", f"ρ {DECAY_CORRELATION[0]}",
          ISSUE_36 + ": per model; pooling both models let the gap between them drive ρ", decay_grade,
          Control("figure 5B's number curve against the Index bound (its letter curve has 2 points in range)",
                  _decay_control(figure_5b_curve("number"))),
@@ -876,8 +885,9 @@ RULES: dict[str, Rule] = {rule.claim: rule for rule in (
          f"figure 5A's \"second layer\" is layer 1: each model's layer-1 frequency ID (paper B's softmax definition, "
          f"table 1's quantity) within ±{FREQUENCY_ID_TOLERANCE} IDs of table 1's layer 1 (number 2, letter 32); both "
          "reproduce, one partly. The curves themselves are closed forms, computed, not judged.",
-         f"±{FREQUENCY_ID_TOLERANCE} IDs", ISSUE_36 + ": layer 1 against ID 32, the same quantity as table 1 (ID 42, the "
-         "angle figure 5A uses, is table 1's layer 2)", figure_5a_grade,
+         f"±{FREQUENCY_ID_TOLERANCE} IDs",
+         ISSUE_36 + ": layer 1 against ID 32, the same quantity as table 1 (ID 42, the angle figure 5A uses, is table "
+         "1's layer 2)", figure_5a_grade,
          Control("table 1's layer 1", {task: PAPER_B_TABLE_1[task][1] for task in ("number", "letter")}),
          Control(f"every plane used equally (ID {UNIFORM_ID})", {"number": UNIFORM_ID, "letter": UNIFORM_ID})),
     Rule("index_fast", f"≥ {SOLVED} with the fast planes and < {FAILED} from slow or zero planes alone.",
@@ -885,20 +895,23 @@ RULES: dict[str, Rule] = {rule.claim: rule for rule in (
          Control("a sweep at chance everywhere", CHANCE_BANDS), no_positive=_NO_VALUES_A),
     Rule("retrieval_slow", f"≥ {SOLVED} from the slow band and from plane 0 alone.", f"{SOLVED} accuracy", EARLIER,
          retrieval_slow_grade, None, Control("a sweep at chance everywhere", CHANCE_BANDS), no_positive=_NO_VALUES_A),
-    Rule("induction_both", f"≥ {SOLVED} with rotating and static planes together; reproduces when either kind alone stays "
-         f"< {INDUCTION_ALONE}, partly when it stays < {SOLVED}.", f"{SOLVED} / {INDUCTION_ALONE} accuracy", EARLIER,
-         induction_grade, None, Control("a sweep at chance everywhere", CHANCE_BANDS), no_positive=_NO_VALUES_A),
+    Rule("induction_both", f"≥ {SOLVED} with rotating and static planes together; reproduces when either kind alone "
+         f"stays < {INDUCTION_ALONE}, partly when it stays < {SOLVED}.", f"{SOLVED} / {INDUCTION_ALONE} accuracy",
+         EARLIER, induction_grade, None, Control("a sweep at chance everywhere", CHANCE_BANDS),
+         no_positive=_NO_VALUES_A),
     Rule("llm_table_3",
-         f"per model whose number task is solved at {LLM_SHORT} items (95% interval above {NUMBER_SOLVED}; otherwise no "
-         f"verdict for it): at {LLM_WINDOW} items the letter task's interval above the number task's and the letter task "
-         f"at ≥ {LETTER_HOLDS:.0%} of its {LLM_SHORT}-item accuracy reproduces; the interval above alone is partly. Over "
-         "the models: all reproduce, or at least one (partly).", f"{LETTER_HOLDS:.0%} of the letter task's start",
+         f"per model whose number task is solved at {LLM_SHORT} items (95% interval above {NUMBER_SOLVED}; otherwise "
+         f"no verdict for it): at {LLM_WINDOW} items the letter task's interval above the number task's and the letter "
+         f"task at ≥ {LETTER_HOLDS:.0%} of its {LLM_SHORT}-item accuracy reproduces; the interval above alone is "
+         "partly. Over the models: all reproduce, or at least one (partly).",
+         f"{LETTER_HOLDS:.0%} of the letter task's start",
          ISSUE_36 + ": per model, and only where the number task can collapse", table_3_grade,
          Control("table 3: GPT 5.4, GPT 5.5, Claude Sonnet 3.7", table_3_tables()),
          Control("a model equally good at both tasks", _flat_llm(0.6))),
     Rule("llm_thresholds",
-         f"per model whose number task is solved at {LLM_SHORT} items: number < 0.5 at 32 items and < 0.1 at 100, letter "
-         "≥ 0.88 at 32 and ≥ 0.65 at 100; all four reproduce, half partly.", "the paper's own thresholds", ISSUE_36,
+         f"per model whose number task is solved at {LLM_SHORT} items: number < 0.5 at 32 items and < 0.1 at 100, "
+         "letter ≥ 0.88 at 32 and ≥ 0.65 at 100; all four reproduce, half partly.", "the paper's own thresholds",
+         ISSUE_36,
          thresholds_grade, Control("table 3: GPT 5.4, GPT 5.5, Claude Sonnet 3.7", table_3_tables()),
          Control("a model equally good at both tasks", _flat_llm(0.6))),
     Rule("llm_early_late", "a late − early interval of the median positional score below 0 is the paper's direction; "

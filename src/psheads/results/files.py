@@ -145,7 +145,7 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
         values = {name: [None if _missing(cell) else _stored(cell, exact=False, where=f"column {name!r}")
                          if isinstance(cell, (tuple, list)) else _plain(cell) for cell in frame[name].astype(object)]
                   for name in names}
-        document["records"] = [dict(zip(names, row)) for row in zip(*values.values())]
+        document["records"] = [dict(zip(names, row, strict=True)) for row in zip(*values.values(), strict=True)]
         try:
             text = json.dumps(document)
         except TypeError as err:
@@ -201,7 +201,8 @@ def load_frame(path: str | Path) -> pd.DataFrame:
         frame = pd.DataFrame([[row.get(name) for name in names] for row in document["records"]], columns=names)
         for column in document["columns"]:
             if column["dtype"] == "object":  # as stored: [None, 3] is not [nan, 3.0]
-                frame[column["name"]] = pd.Series([row.get(column["name"]) for row in document["records"]], dtype=object)
+                frame[column["name"]] = pd.Series([row.get(column["name"]) for row in document["records"]],
+                                                  dtype=object)
         return _typed(frame, document)
     if not sidecar(path).is_file():
         return pd.read_csv(path, **_exact_floats())
@@ -246,7 +247,7 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
     return _from_json_text(frame, document, "csv"), document
 
 
-def _exact_floats() -> dict[str, str]:
+def _exact_floats() -> dict[str, Any]:
     """``read_csv``'s arguments that read back the floats ``to_csv`` wrote (their repr) bit for bit.
 
     Before pandas 3.1 only the round-trip parser is documented to (the default is not); 3.1 reads
@@ -276,7 +277,8 @@ def _json_text(series: pd.Series) -> pd.Series:
     """Each cell of ``series`` as JSON text (tuples as lists), a missing one as None."""
     import pandas as pd
 
-    return pd.Series([None if _missing(cell) else json.dumps(_stored(cell, exact=False, where=f"column {series.name!r}"))
+    where = f"column {series.name!r}"
+    return pd.Series([None if _missing(cell) else json.dumps(_stored(cell, exact=False, where=where))
                       for cell in series], dtype=object, index=series.index)
 
 
@@ -317,7 +319,7 @@ def _arrow_gives_back(series: pd.Series) -> bool:
         return False
     try:
         return all(_missing(cell) if _missing(was) else type(cell) is type(was) and bool(cell == was)
-                   for was, cell in zip(series, back))
+                   for was, cell in zip(series, back, strict=True))
     except (TypeError, ValueError):  # cells whose == is not a bool
         return False
 
@@ -388,7 +390,8 @@ def _typed(frame: pd.DataFrame, document: dict) -> pd.DataFrame:
 
 
 def _parsed(text: bytes, where: str, keys: tuple[str, ...], fix: str) -> dict:
-    """The ``save_frame`` document in ``text`` (read from ``where``), with at least ``keys``; ``fix``: what to do if not."""
+    """The ``save_frame`` document in ``text`` (read from ``where``), with at least ``keys``; ``fix``: what to do
+    if not."""
     try:
         document = json.loads(text)
     except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
@@ -415,7 +418,8 @@ def _stored(value: Any, exact: bool, where: str = "attrs") -> Any:
                              for key, item in value.items()]}
         return {str(key): _stored(item, exact, f"{where}[{key!r}]") for key, item in value.items()}
     raise TypeError(f"{where} holds a {type(value).__name__}, which a frame file cannot store: keep only numbers, "
-                    f"strings, None, lists, tuples and dicts in {where.partition('[')[0]} (convert it, e.g. with str()).")
+                    f"strings, None, lists, tuples and dicts in {where.partition('[')[0]} (convert it, e.g. with "
+                    "str()).")
 
 
 def _plain(value: Any) -> Any:

@@ -105,7 +105,7 @@ positional and a symbolic one), then ``uniform`` (both scores high: swaps change
 head is on neither side of that axis), then ``non-finite`` (no measurement at all), then ``not
 attention`` (a block of a hybrid model whose mixer is not softmax attention: no head to score)."""
 
-LABEL_DTYPE = pd.CategoricalDtype(LABEL_ORDER, ordered=True)
+LABEL_DTYPE = pd.CategoricalDtype(list(LABEL_ORDER), ordered=True)
 """dtype of the ``label`` column: sorting, ``min``/``max`` and ``<`` follow ``LABEL_ORDER``."""
 
 
@@ -258,7 +258,8 @@ GATING_SWEEP = FrameSchema("gating_sweep", (
     *(column for column in SCORES.columns if column.name in ("positional", "symbolic", "positional_std",
                                                               "symbolic_std", "label")),
 ))
-"""``psheads.experiments.gating_sweep.gating_sweep``: one row per task, band, seed, layer and head (stored: ``psheads.data.table("gating_sweep")``)."""
+"""``psheads.experiments.gating_sweep.gating_sweep``: one row per task, band, seed, layer and head (stored:
+``psheads.data.table("gating_sweep")``)."""
 
 
 _ATLAS = (

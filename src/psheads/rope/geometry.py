@@ -258,7 +258,8 @@ def plane_factors(
     if positions.shape[-1] > rotated:
         rest = positions[..., rotated:].unsqueeze(-3), tokens[..., rotated:].unsqueeze(-3)
     else:
-        rest = positions.new_ones(*positions.shape[:-1], 1).unsqueeze(-3), tokens.new_zeros(*tokens.shape[:-1], 1).unsqueeze(-3)
+        rest = (positions.new_ones(*positions.shape[:-1], 1).unsqueeze(-3),
+                tokens.new_zeros(*tokens.shape[:-1], 1).unsqueeze(-3))
     return (p, t), rest
 
 

@@ -40,7 +40,8 @@ def query_position(query: Any, n_pos: int) -> int:
     """A query position in ``0 … n_pos − 1`` (negative counts from the end)."""
     query = validation.integer(query, "query")
     if not -n_pos <= query < n_pos:
-        raise ValueError(f"query {query} is out of range for sequences of {n_pos} tokens (use 0…{n_pos - 1} or negative).")
+        raise ValueError(f"query {query} is out of range for sequences of {n_pos} tokens (use 0…{n_pos - 1} or "
+                         "negative).")
     return query % n_pos
 
 

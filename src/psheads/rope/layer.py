@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 import torch
-from jaxtyping import Bool, Float, Int
+from jaxtyping import Bool, Float, Int, Shaped
 from torch import Tensor
 
 from psheads.rope import geometry
@@ -36,7 +36,7 @@ class QueryScale:
     period: float
     offset: int = 0
 
-    def at(self, positions: Tensor) -> Float[Tensor, "..."]:
+    def at(self, positions: Shaped[Tensor, "*shape"]) -> Float[Tensor, "*shape"]:
         """``s(p)`` at integer ``positions``, fp64."""
         steps = torch.floor((positions.double() + self.offset) / self.period)
         return 1 + self.slope * torch.log1p(steps)
@@ -346,7 +346,8 @@ def all_query_planes(geo: LayerGeometry, capture: LayerCapture) -> Float[Tensor,
     ``capture`` must hold q at every position.
     """
     cos, sin = capture.full_tables
-    q_rot = weighted_query(geo, geometry.rotate(capture.q.double().transpose(1, 2), cos, sin, geo.layout)).transpose(1, 2)
+    q_rot = weighted_query(geo, geometry.rotate(capture.q.double().transpose(1, 2), cos, sin, geo.layout))
+    q_rot = q_rot.transpose(1, 2)
     k_rot = rotated_keys(geo, capture, torch.arange(capture.k.shape[1], device=capture.k.device))
     planes = geometry.frequency_logits(q_rot, k_rot.unsqueeze(1), geo.layout, geo.scale)  # [b, q, h, plane, k]
     return planes.permute(0, 2, 3, 1, 4)

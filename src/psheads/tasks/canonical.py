@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import string
 from dataclasses import dataclass, field
+from typing import overload
 
 import torch
 from torch import Tensor
@@ -55,22 +56,38 @@ class _CanonicalTask:
         return list(string.ascii_lowercase[: self.n_letters])
 
     @property
+    def _max_offset(self) -> int:
+        """``max_offset`` as resolved: the largest integer in the vocabulary."""
+        assert self.max_offset is not None  # resolved by __post_init__
+        return self.max_offset
+
+    @property
     def vocabulary(self) -> list[str]:
         """Letters (letter i is token id i), then the integers ``1 … max_offset``, then the pairs."""
-        return [*self.letters, *(str(k) for k in range(1, self.max_offset + 1)),
+        return [*self.letters, *(str(k) for k in range(1, self._max_offset + 1)),
                 *(x + y for x in self.letters for y in self.letters)]
 
     def at_length(self, length: int) -> _CanonicalTask:
         """This task with prompts of ``length`` tokens."""
         return dataclasses.replace(self, length=length)
 
+    @overload
+    def integer_id(self, k: int) -> int: ...
+    @overload
+    def integer_id(self, k: Tensor) -> Tensor: ...
     def integer_id(self, k: int | Tensor) -> int | Tensor:
         """Token id of the integer ``k`` (1 … ``max_offset``)."""
         return self.n_letters + k - 1
 
+    @overload
+    def pair_id(self, first: int, second: int) -> int: ...
+    @overload
+    def pair_id(self, first: Tensor, second: int | Tensor) -> Tensor: ...
+    @overload
+    def pair_id(self, first: int | Tensor, second: Tensor) -> Tensor: ...
     def pair_id(self, first: int | Tensor, second: int | Tensor) -> int | Tensor:
         """Token id of the pair of letters ``first``·``second``."""
-        return self.n_letters + self.max_offset + first * self.n_letters + second
+        return self.n_letters + self._max_offset + first * self.n_letters + second
 
 
 @dataclass(frozen=True)
@@ -94,7 +111,7 @@ class IndexTask(_CanonicalTask):
         """``n`` prompts of ``length`` tokens, deterministic in ``seed``."""
         n = validation.integer(n, "n", minimum=1)
         generator = torch.Generator().manual_seed(validation.seed(seed))
-        offsets = balanced(list(range(1, min(self.max_offset, self.length - 1) + 1)), n, generator)
+        offsets = balanced(list(range(1, min(self._max_offset, self.length - 1) + 1)), n, generator)
         answers = balanced(list(range(self.n_letters)), n, generator)
         letters = torch.randint(0, self.n_letters, (n, self.length - 1), generator=generator)
         positions = self.length - 1 - offsets
@@ -147,7 +164,8 @@ class RetrievalTask(_CanonicalTask):
         seconds[:, -1] = sought  # the query asks for the sought letter; its own first letter is another
         tokens = self.pair_id(firsts, seconds)
         return TaskBatch(tokens, tokens[rows, positions], torch.ones(n, dtype=torch.long), positions,
-                         to_text(self.vocabulary, tokens), [self.vocabulary[i] for i in tokens[rows, positions].tolist()],
+                         to_text(self.vocabulary, tokens),
+                         [self.vocabulary[i] for i in tokens[rows, positions].tolist()],
                          candidates=self.pair_id(torch.arange(letters).repeat_interleave(letters),
                                                  torch.arange(letters).repeat(letters)))
 

@@ -28,7 +28,7 @@ import dataclasses
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -172,13 +172,13 @@ class _Encoder:
             return alone
         prefix = list(self(after))
         return [token if token is not None and ids == [*prefix, token] else None
-                for token, ids in zip(alone, self.many([after + form for form in forms]))]
+                for token, ids in zip(alone, self.many([after + form for form in forms]), strict=True)]
 
     def words(self, words: Sequence[str], space: bool, what: str, after: str = "") -> tuple[list[str], list[int]]:
         """Forms and ids of ``words``, each of which must be its own single token (also after ``after``)."""
         forms = [" " + word if space else word for word in words]
         ids = self._single(forms, after)
-        bad = [word for word, token in zip(words, ids) if token is None]
+        bad = [word for word, token in zip(words, ids, strict=True) if token is None]
         where = "with a leading space" if space else "without a leading space"
         where += f", alone and after {after!r}," if after else ""
         if bad:
@@ -194,7 +194,7 @@ class _Encoder:
         """The forms and ids of the ``words`` that are single tokens, also after ``after`` (distinct, none
         in ``avoid``)."""
         forms, ids, seen = [], [], set(avoid)
-        for word, token in zip(words, self._single([" " + w if space else w for w in words], after)):
+        for word, token in zip(words, self._single([" " + w if space else w for w in words], after), strict=True):
             if token is not None and token not in seen:
                 forms.append(" " + word if space else word)
                 ids.append(token)
@@ -287,6 +287,8 @@ class _LLMTask:
     tokenizer: Any
     prepend_bos: bool
     _built: _Built | None
+    if TYPE_CHECKING:  # each task is a frozen dataclass (dataclasses.replace)
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     _DEFAULT_VALUES: tuple[str, ...] = ()
     _VALUE_SPACE = True
@@ -334,7 +336,8 @@ class _LLMTask:
     def _require(self) -> _Built:
         if self._built is None:
             raise ValueError(f"Task {self.name!r} has no tokenizer yet: build it with task.for_tokenizer("
-                             "model.tokenizer) or pass tokenizer=... (psheads.measure.evaluation.evaluate does it for you).")
+                             "model.tokenizer) or pass tokenizer=... (psheads.measure.evaluation.evaluate does it for "
+                             "you).")
         return self._built
 
     @property
@@ -381,12 +384,12 @@ class _LLMTask:
         slots = balanced(list(range(self.window)), n, generator)
         answers = balanced(list(range(len(built.value_ids))), n, generator)
         prompts, positions = [], []
-        for slot, answer in zip(slots.tolist(), answers.tolist()):
+        for slot, answer in zip(slots.tolist(), answers.tolist(), strict=True):
             prompt = _Prompt(built.encode, built.bos)
             positions.append(self._prompt(prompt, built, slot, answer, generator))
             prompts.append(prompt)
         texts = ["".join(prompt.parts) for prompt in prompts]
-        for row, (prompt, ids) in enumerate(zip(prompts, built.encode.many(texts))):
+        for row, (prompt, ids) in enumerate(zip(prompts, built.encode.many(texts), strict=True)):
             if ids != prompt.ids[len(built.bos):]:
                 raise ValueError(f"Task {self.name!r}: this tokenizer does not tokenize prompt {row} as the "
                                  f"concatenation of its parts, so the answer position is unknown: {texts[row]!r}.")
@@ -497,6 +500,7 @@ class _LookupTask(_LLMTask):
 
     _DEFAULT_KEYS: ClassVar[tuple[str, ...]] = ()
     _KEY_NAME = "key"
+    INTRO: ClassVar[str]  # each task's own
     LIST = ""
 
     def _check_options(self) -> None:
@@ -531,7 +535,7 @@ class _LookupTask(_LLMTask):
         prompt.text(self.INTRO)
         for index, (pair_keys, pair_values, asked) in enumerate(lists):
             prompt.text(self.LIST)
-            positions = [self._pair(prompt, built, k, v) for k, v in zip(pair_keys, pair_values)]
+            positions = [self._pair(prompt, built, k, v) for k, v in zip(pair_keys, pair_values, strict=True)]
             self._query(prompt, built, pair_keys[asked])
             if index < self.shots:
                 prompt.word(built.values[pair_values[asked]], built.value_ids[pair_values[asked]])

@@ -11,9 +11,10 @@ generalization): they never shift a relative hop (number) nor create a second ma
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import string
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from jaxtyping import Int
@@ -38,6 +39,10 @@ class _MultiHopTask:
     min_hops: int = 1
     max_hops: int = 4
     extra_target: int = 0
+    if TYPE_CHECKING:
+        @property
+        def name(self) -> str:
+            """Each task's own field."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):  # the counts; not the name
@@ -190,7 +195,7 @@ class NumberTask(_MultiHopTask):
         tokens = torch.randint(0, self.n_symbols, (query + 1,), generator=generator)
         tokens[answer] = answer_token
         path = [query] + _path_positions(hops, answer, first_pre, self.n_pre, generator)
-        values = {p: p - q for p, q in zip(path, path[1:])}
+        values = {p: p - q for p, q in itertools.pairwise(path)}
         int_id = self.n_symbols - 1  # token id of integer v is int_id + v
         for position in range(first_pre, query + 1):
             value = values.get(position)
@@ -266,9 +271,9 @@ class LetterTask(_MultiHopTask):
         # first letters of the hop targets path[1:]: distinct, the answer's letter last
         others = [x for x in torch.randperm(self.n_letters, generator=generator).tolist() if x != answer_letter]
         firsts = others[: hops - 1] + [answer_letter]
-        first_of = dict(zip(path[1:], firsts))
+        first_of = dict(zip(path[1:], firsts, strict=True))
         # a filler at q must not start with the letter sought by any hop leaving a position > q
-        sought = [(p, x) for p, x in zip(path, firsts)]  # the hop from p looks for x
+        sought = list(zip(path[:-1], firsts, strict=True))  # the hop from p looks for x
         off_path = [x for x in range(self.n_letters) if x not in firsts]  # paper B: every free letter
 
         def draw(letters: list[int]) -> int:
@@ -276,23 +281,22 @@ class LetterTask(_MultiHopTask):
 
         free = off_path if self.sampling == "paper-b" else list(range(self.n_letters))
         tokens = torch.empty(query + 1, dtype=torch.long)
-        for position in range(query + 1):
-            if position in first_of or position == query:
-                first = first_of.get(position)
+        for position in range(query):
+            if position in first_of:
+                first = first_of[position]
             elif self.sampling == "paper-b":
                 first = draw(off_path)
             else:
                 banned = {letter for p, letter in sought if position < p}
                 first = draw([x for x in range(self.n_letters) if x not in banned])
             if position < first_pre:
-                value = answer_value if position == answer else int(torch.randint(self.n_ints, (1,), generator=generator))
+                value = (answer_value if position == answer
+                         else int(torch.randint(self.n_ints, (1,), generator=generator)))
                 tokens[position] = self._target_id(first, value)
             else:
-                hop = path.index(position) if position in path else None
-                second = firsts[hop] if hop is not None else draw(free)
-                if position == query:
-                    first = draw(free)
+                second = firsts[path.index(position)] if position in path else draw(free)
                 tokens[position] = self._pair_id(first, second)
+        tokens[query] = self._pair_id(draw(free), firsts[0])  # the query: a free letter, then the first hop's
         return tokens
 
 

@@ -127,7 +127,7 @@ def hook_last(point: torch.nn.Module, read: Callable[[Tensor], None]) -> list:
     handle = point.register_forward_hook(lambda module, args, output: read(output))
 
     def keep_last(module: torch.nn.Module, args: tuple) -> None:
-        module._forward_hooks.move_to_end(handle.id)
+        module._forward_hooks.move_to_end(handle.id)  # type: ignore[attr-defined]  # torch types an OrderedDict as dict
 
     return [handle, point.register_forward_pre_hook(keep_last)]
 
@@ -425,7 +425,8 @@ class Backend:
                         if spec.softcap is not None or spec.sinks is not None or len(k_sites) > 1:
                             raise ValueError(f"Layer {layer}: logit edits on this layer need a live attention pattern "
                                              "(soft-capping, attention sinks or a key read in parts).")
-                        handles.append(self.edit_site(layer).register_forward_pre_hook(widen_mask(layer), with_kwargs=True))
+                        handles.append(self.edit_site(layer).register_forward_pre_hook(widen_mask(layer),
+                                                                                       with_kwargs=True))
                         handles += hook_last(self.model.hook_dict[k_sites[0].name], bias_editor(layer))
                 with self.model.hooks(fwd_hooks=hooks):
                     yield
@@ -476,15 +477,15 @@ class Backend:
         last_layer = layers[-1]
         readings = {layer: self._reading(layer, sdpa) for layer in layers}
 
-        def emit_before(layer: int | None) -> None:
-            """Hand every recorded layer below ``layer`` (all of them for None) to ``on_layer``."""
+        def emit_before(layer: int | None, emit: Callable[[int, LayerCapture], None]) -> None:
+            """Hand every recorded layer below ``layer`` (all of them for None) to ``emit``."""
             for done in sorted(store["k"]):
                 if layer is not None and done >= layer:
                     break
                 capture = self._assemble(done, readings[done], store["q"], store["k"], tables, n_pos, query_index)
                 del store["q"][done], store["k"][done]
                 tables.pop(done, None)
-                on_layer(done, capture)
+                emit(done, capture)
 
         def keep_query(x: Tensor, pos_axis: int) -> Tensor:
             if query_index is None:
@@ -496,7 +497,7 @@ class Backend:
                      stop: bool) -> Callable:
             def hook(tensor: Tensor, hook: Any) -> None:
                 if on_layer is not None:  # layers run in order: every layer below this one is complete
-                    emit_before(layer)
+                    emit_before(layer, on_layer)
                 value = convert(tensor) if convert is not None else tensor
                 if kind == "q":
                     value = keep_query(value, 1)
@@ -528,14 +529,11 @@ class Backend:
         recording = self.sdpa_table_recorder(layers, tables) if sdpa else self.table_recorder(layers, tables)
         references = self.reference_recorder(layers, store["reference"]) if with_pattern else contextlib.nullcontext()
         with self.analysis():
-            with recording as table_hooks, forward, references:
-                with self.model.hooks(fwd_hooks=hooks + table_hooks):
-                    try:
-                        self.forward(tokens)
-                    except _StopForward:
-                        pass
+            with (recording as table_hooks, forward, references, self.model.hooks(fwd_hooks=hooks + table_hooks),
+                  contextlib.suppress(_StopForward)):
+                self.forward(tokens)
             if on_layer is not None:  # the last layer, once the model is back as it was
-                emit_before(None)
+                emit_before(None, on_layer)
                 return {}
         return {
             layer: self._assemble(layer, readings[layer], store["q"], store["k"], tables, n_pos, query_index,

@@ -32,6 +32,7 @@ from torch import Tensor
 from psheads.rope.backends.base import Backend, HookSite, upcast
 from psheads.rope.backends.facts import weights_state
 from psheads.rope.families import GENERIC, UnsupportedModelError, family_of
+from psheads.rope.geometry import Pairing
 from psheads.rope.layer import LayerSpec, QueryScale
 
 
@@ -127,7 +128,7 @@ class BridgeBackend(Backend):
         (GLM-MoE-DSA) at its ``index_topk``; the other families compute their tables per forward
         (dynamic NTK acts beyond ``n_ctx``)."""
         limits = [self.n_ctx] if self.family.fixed_context else []
-        limits += [self._selected_keys(layer) for layer in self.attention_layers if self._selected_keys(layer)]
+        limits += [keys for layer in self.attention_layers if (keys := self._selected_keys(layer))]
         return min(limits, default=None)
 
     @property
@@ -199,11 +200,13 @@ class BridgeBackend(Backend):
             return self.family.rotates(hf)
         return bool(getattr(hf, "use_rope", True))  # SmolLM3, Llama 4: 0 or 1 from config.no_rope_layers
 
-    def _pairing(self, layer: int) -> str:
+    def _pairing(self, layer: int) -> Pairing:
         if self.family.pairing is not None:
             return self.family.pairing
-        adjacent = (getattr(self.cfg, "rotary_adjacent_pairs", False) or getattr(self.cfg, "rotary_interleaved_cos_sin", False)
-                    or (self._kind(layer) == "latent" and getattr(self._hf_attn(layer).config, "rope_interleave", True)))
+        adjacent = (getattr(self.cfg, "rotary_adjacent_pairs", False)
+                    or getattr(self.cfg, "rotary_interleaved_cos_sin", False)
+                    or (self._kind(layer) == "latent"
+                        and getattr(self._hf_attn(layer).config, "rope_interleave", True)))
         return "adjacent" if adjacent else "halves"
 
     def _window(self, layer: int) -> int | None:
@@ -252,7 +255,7 @@ class BridgeBackend(Backend):
         if norms is None:
             return None, None
         weights, epsilons = [], []
-        for which, norm in zip("qk", norms):
+        for which, norm in zip("qk", norms, strict=True):
             eps = next((float(getattr(norm, name)) for name in ("variance_epsilon", "eps", "epsilon")
                         if isinstance(getattr(norm, name, None), float)), 0.0)
             parameter = next(norm.parameters(), None)
@@ -290,8 +293,8 @@ class BridgeBackend(Backend):
         hf = self._hf_attn(layer)
         d_head = self._d_head(layer)
         n_heads, n_kv = self._head_counts(layer)
-        scale = next((getattr(hf, name) for name in ("scaling", "softmax_scale") if getattr(hf, name, None) is not None),
-                     d_head**-0.5)
+        scale = next((getattr(hf, name) for name in ("scaling", "softmax_scale")
+                      if getattr(hf, name, None) is not None), d_head**-0.5)
         softcap = getattr(hf, "attn_logit_softcapping", None)
         sinks = getattr(hf, "sinks", None)
         norm_eps, query_weight = self._norm_facts(layer, d_head)
@@ -386,7 +389,8 @@ class BridgeBackend(Backend):
         from what the model rotates with (a ``(cos, sin)`` pair, GPT-J's ``(sin, cos)``, or a complex
         table); None when the layer does not rotate."""
         layout, d_head = self._table_layout(layer), self._d_head(layer)
-        doubled = layout == "as_is" and self._kind(layer) != "latent" and _partial_rotary_factor(self._hf_attn(layer)) == 1
+        doubled = (layout == "as_is" and self._kind(layer) != "latent"
+                   and _partial_rotary_factor(self._hf_attn(layer)) == 1)
         rotates = self._rotates(layer)
 
         def first_row(x: Tensor) -> Tensor:
@@ -452,7 +456,8 @@ class BridgeBackend(Backend):
 
     @contextlib.contextmanager
     def table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
-        hooks, handles, converted = [], [], {}
+        hooks, handles = [], []
+        converted: dict[tuple, tuple] = {}
 
         def tl_recorder(layer: int) -> Callable:
             record, seen = self._store_tables(layer, store, converted), {}
@@ -517,7 +522,8 @@ class BridgeBackend(Backend):
     def sdpa_forward(self) -> Iterator[None]:
         """Each block's Hugging Face attention back in its place and every config on ``"sdpa"``,
         for this block only (the bridge's own eager attention forms every [query, key] score)."""
-        swapped, configs = [], {}
+        swapped: list[tuple[Any, str, Any]] = []
+        configs: dict[int, tuple[Any, str]] = {}
         try:
             for layer in self.attention_layers:
                 slot = self._attention_slot(layer)
@@ -540,7 +546,8 @@ class BridgeBackend(Backend):
     @contextlib.contextmanager
     def sdpa_table_recorder(self, layers: Sequence[int], store: dict) -> Iterator[list]:
         """The tables from the ``position_embeddings`` each Hugging Face attention receives."""
-        handles, converted = [], {}
+        handles: list[torch.utils.hooks.RemovableHandle] = []
+        converted: dict[tuple, tuple] = {}
         try:
             for layer in layers:
                 handles.append(self._hf_attn(layer).register_forward_pre_hook(
@@ -628,8 +635,8 @@ def as_bridge(model: transformers.PreTrainedModel, tokenizer: Any = None) -> Any
     source = str(getattr(model, "name_or_path", "") or "")
     if tokenizer is None and not source:
         raise ValueError(f"This {type(model).__name__} has no name_or_path to load its tokenizer from (built with "
-                         "from_config?); pass it: psheads.rope.backends.as_bridge(model, tokenizer=tokenizer), and pass "
-                         "the bridge to psheads.")
+                         "from_config?); pass it: psheads.rope.backends.as_bridge(model, tokenizer=tokenizer), and "
+                         "pass the bridge to psheads.")
     clone = copy.deepcopy(model)
     clone.set_attn_implementation("eager")  # TransformerLens 3.9 keeps a given model's attention kernel
     try:

@@ -63,7 +63,7 @@ class _Values:
 
     def __eq__(self, other: object) -> bool:  # numpy compares bytes several times faster than torch
         return (isinstance(other, _Values) and self.meta == other.meta
-                and all(np.array_equal(a, b) for a, b in zip(self.data, other.data)))
+                and all(np.array_equal(a, b) for a, b in zip(self.data, other.data, strict=True)))
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -134,7 +134,8 @@ def vocab_size(model: Any) -> int | None:
 def context_length(model: Any) -> int | None:
     """The model's context in tokens (``cfg.n_ctx``, or the HF config's ``max_position_embeddings`` or
     ``n_positions``); None when the model declares none."""
-    for owner, name in ((getattr(model, "cfg", None), "n_ctx"), (getattr(model, "config", None), "max_position_embeddings"),
+    for owner, name in ((getattr(model, "cfg", None), "n_ctx"),
+                        (getattr(model, "config", None), "max_position_embeddings"),
                         (getattr(model, "config", None), "n_positions")):
         value = getattr(owner, name, None)
         if isinstance(value, int) and value > 0:
