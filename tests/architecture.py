@@ -127,7 +127,8 @@ def private_uses(tree: ast.AST, module: str, is_package: bool) -> set[str]:
 
 
 def internals(tree: ast.AST) -> list[str]:
-    """Where ``tree`` reads TransformerLens, Hugging Face or torch internals, spells a hook name or imports TransformerLens."""
+    """Where ``tree`` reads TransformerLens, Hugging Face or torch internals, spells a hook name or imports
+    TransformerLens."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and INTERNALS.match(node.attr):

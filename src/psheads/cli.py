@@ -1,4 +1,5 @@
-"""Command line: ``psheads demo | score | profile | lengthgen | train | reproduce``. Thin: parse, check, call the library, print.
+"""Command line: ``psheads demo | score | profile | lengthgen | train | reproduce``. Thin: parse, check, call the
+library, print.
 
 Nothing heavy is imported at module level, so ``--help``, ``--version`` and argparse's errors
 start in a fraction of the time of ``import torch``. Each command imports what it needs, checks
@@ -18,7 +19,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from psheads import __version__
 from psheads.results.files import FORMATS
@@ -489,7 +490,7 @@ def _demo_llm(args: argparse.Namespace) -> int:
     frame = score_heads(lens, prompts, progress=_progress(args))
     print(f"{'layer':>5} {'attention':>9} {'positional':>10} {'symbolic':>8}  labels")
     for layer, rows in frame.groupby("layer"):
-        kind = "local" if lens.layers[layer].window is not None else "global"
+        kind = "local" if lens.layers[cast(int, layer)].window is not None else "global"
         labels = ", ".join(f"{label} {count}" for label, count in rows["label"].value_counts().items() if count)
         print(f"{layer:>5} {kind:>9} {rows['positional'].median():>10.3f} {rows['symbolic'].median():>8.3f}  {labels}")
     return 0
@@ -508,6 +509,7 @@ def _demo_shipped(args: argparse.Namespace) -> int:
             shipped = zoo.load_pretrained(name)
         lens = RopeLens(shipped.model)
         prompts = checked_batch(shipped.task, args.prompts, seed=args.seed).tokens
+        assert shipped.evaluation is not None  # every shipped task model comes with its evaluation
         accuracy = shipped.evaluation.set_index("hops")["accuracy"]
         print(f"\n== {name} task: {lens}")
         print("accuracy of the shipped weights by hops: "
@@ -518,9 +520,10 @@ def _demo_shipped(args: argparse.Namespace) -> int:
         print(f"{'layer':>5} {'positional':>10} {'symbolic':>8} {'label':>10} {'entropy':>7} "
               f"{'dominant':>8} {'mean_id':>7} {'B_style_id':>10} {'paper_B_id':>10}")
         for row, prof, ours, paper in zip(scores.itertuples(), profile.itertuples(), softmax.itertuples(),
-                                          PAPER_B_TABLE_1[name]):
+                                          PAPER_B_TABLE_1[name], strict=True):
             print(f"{row.layer:>5} {row.positional:>10.3f} {row.symbolic:>8.3f} {row.label:>10} {row.entropy:>7.3f} "
-                  f"{prof.dominant_plane:>8} {prof.mean_frequency_id:>7.1f} {ours.mean_frequency_id:>10.1f} {paper:>10}")
+                  f"{prof.dominant_plane:>8} {prof.mean_frequency_id:>7.1f} {ours.mean_frequency_id:>10.1f} "
+                  f"{paper:>10}")
         print("mean_id: usage-weighted; B_style_id: paper B's definition (softmax of each plane's maximum logit), "
               "comparable with paper_B_id (table 1)")
     return 0
@@ -589,14 +592,16 @@ def _add_prompt_options(parser: argparse.ArgumentParser, batch_size: int) -> Non
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--task", help="generate the prompts from this registered task (default: the model's own; "
                                        "the name of the model's own task gives it with its recorded options)")
-    source.add_argument("--prompts-file", metavar="FILE", help="a text file with one prompt per line, instead of a task")
+    source.add_argument("--prompts-file", metavar="FILE",
+                        help="a text file with one prompt per line, instead of a task")
     parser.add_argument("--n", type=_positive_int, default=256, help="number of task prompts")
     parser.add_argument("--seed", type=_seed, default=0, help="seed of the task prompts")
     parser.add_argument("--no-bos", action="store_true", help="do not prepend BOS to the lines of --prompts-file")
     _add_mismatch_option(parser)
     parser.add_argument("--layers", type=int, nargs="+", metavar="LAYER",
                         help="only these layers (negative counts from the end; default: all)")
-    parser.add_argument("--batch-size", type=_positive_int, default=batch_size, metavar="N", help="prompts per forward pass")
+    parser.add_argument("--batch-size", type=_positive_int, default=batch_size, metavar="N",
+                        help="prompts per forward pass")
     parser.add_argument("--out", metavar="FILE", help=OUT_HELP)
     _add_force(parser)
 
@@ -660,7 +665,8 @@ def _add_lengthgen(sub: Any) -> None:
     lengthgen.add_argument("--answers", choices=ANSWERS, default="task",
                            help="argmax over the task's answer tokens or over the whole vocabulary")
     lengthgen.add_argument("--out", metavar="FILE", help=OUT_HELP)
-    lengthgen.add_argument("--figure", metavar="FILE", help="write accuracy against length to this HTML file (opens offline)")
+    lengthgen.add_argument("--figure", metavar="FILE",
+                           help="write accuracy against length to this HTML file (opens offline)")
     _add_force(lengthgen)
 
 
@@ -710,9 +716,9 @@ def _add_reproduce(sub: Any) -> None:
 def _add_atlas(sub: Any) -> None:
     atlas = _command(sub, "atlas", "the cross-family atlas: every head of each zoo LLM on natural text, random tokens "
                                    "and the LLM task prompts", _atlas,
-                     " Writes one folder per model (heads.csv, planes.csv.gz, usage.csv.gz, frequency_id.csv, atlas.json); "
-                     "a model whose folder is complete with the same settings is skipped, so an interrupted run "
-                     "resumes.")
+                     " Writes one folder per model (heads.csv, planes.csv.gz, usage.csv.gz, frequency_id.csv, "
+                     "atlas.json); a model whose folder is complete with the same settings is skipped, so an "
+                     "interrupted run resumes.")
     atlas.add_argument("models", nargs="*", choices=[[], *LLM_NAMES], metavar="MODEL",
                        help=f"zoo LLMs to map (default: all of {', '.join(LLM_NAMES)})")
     atlas.add_argument("--out", required=True, metavar="DIR", help="the atlas folder")
@@ -724,7 +730,8 @@ def _add_atlas(sub: Any) -> None:
                        help="lengths at which every plane is also scored with the swap score")
     atlas.add_argument("--task-windows", type=_positive_int, nargs="+", default=[12, 100], metavar="W",
                        help="target windows of the LLM task prompts")
-    atlas.add_argument("--n-task-prompts", type=_positive_int, default=32, metavar="N", help="prompts per task and window")
+    atlas.add_argument("--n-task-prompts", type=_positive_int, default=32, metavar="N",
+                       help="prompts per task and window")
     atlas.add_argument("--seed", type=_seed, default=0, help="seed of the random and task prompts")
     atlas.add_argument("--batch-size", type=_positive_int, default=8, metavar="N", help="prompts per forward pass")
 
@@ -778,7 +785,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()  # here, not at exit: a reader that went away is seen below
             return status
         except UsageError as err:
-            args.parser.error(str(err))
+            parser: argparse.ArgumentParser = args.parser  # the command's own parser: error() exits with 2
+            parser.error(str(err))
         except BrokenPipeError:  # `psheads score … | head -1`: a closed stdout is not a failure
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0

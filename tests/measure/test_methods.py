@@ -30,7 +30,8 @@ def naive_swaps(M: torch.Tensor, other: torch.Tensor, block_size: int, tau: floa
     swapped = []
     for i, j in pairs.tolist():
         perm = torch.arange(n)
-        block_i, block_j = torch.arange(i * block_size, (i + 1) * block_size), torch.arange(j * block_size, (j + 1) * block_size)
+        block_i = torch.arange(i * block_size, (i + 1) * block_size)
+        block_j = torch.arange(j * block_size, (j + 1) * block_size)
         perm[block_i], perm[block_j] = block_j, block_i
         attention = torch.softmax(torch.cat([M[torch.arange(n), perm], other]), 0)[:n]
         swapped.append([attention[block_i].sum(), attention[block_j].sum()])
@@ -115,7 +116,7 @@ def test_non_finite_logits_give_nan_scores_on_long_prompts() -> None:
     fine = methods.swap_scores(KeyLogits(positions, tokens, other, None), 1, 1e-4)
     tokens[0] = float("nan")
     broken = methods.swap_scores(KeyLogits(positions, tokens, other, None), 1, 1e-4)
-    for before, after in zip(fine, broken):
+    for before, after in zip(fine, broken, strict=True):
         assert torch.isnan(after[0]) and float(after[1]) == pytest.approx(float(before[1]), abs=1e-15)
     for single in methods.swap_scores(KeyLogits(positions, tokens[:1], other[:1], None), 1, 1e-4):
         assert torch.isnan(single).all()
@@ -150,7 +151,7 @@ def test_gram_anova_equals_the_explicit_decomposition(n, k) -> None:
     tokens = torch.randn(3, n, k, generator=generator, dtype=torch.float64)
     logits = KeyLogits(positions, tokens, torch.zeros(3, 1, dtype=torch.float64), None)
     explicit = methods.anova_shares(positions @ tokens.transpose(-1, -2))
-    for got, want in zip(methods.anova_shares_factored(logits), explicit):
+    for got, want in zip(methods.anova_shares_factored(logits), explicit, strict=True):
         torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
     flat = KeyLogits(positions, torch.zeros_like(tokens), torch.zeros(3, 1, dtype=torch.float64), None)
     assert [float(x[0]) for x in methods.anova_shares_factored(flat)] == [1.0, 1.0, 0.0]  # uniform
@@ -163,7 +164,7 @@ def test_anova_under_a_soft_cap_uses_the_capped_matrix() -> None:
     capped = KeyLogits(positions, tokens, torch.zeros(2, 1, dtype=torch.float64), softcap=2.0)
     scores = methods.get_score_method("anova").score(capped, psheads.ScoreConfig(method="anova"))
     want = methods.anova_shares(2.0 * torch.tanh(positions @ tokens.transpose(-1, -2) / 2.0))
-    for column, expected in zip(("positional", "symbolic", "interaction"), want):
+    for column, expected in zip(("positional", "symbolic", "interaction"), want, strict=True):
         torch.testing.assert_close(scores[column], expected, atol=1e-12, rtol=0)
 
 
@@ -244,7 +245,8 @@ def test_entropy_is_normalised() -> None:
 def test_labels_are_ordered_by_the_rule() -> None:
     frame = pd.DataFrame({"positional": [0.95, 0.5, 0.05, 0.95, float("nan")],
                           "symbolic": [0.05, 0.5, 0.95, 0.95, 0.5]})
-    assert [methods.label(p, s) for p, s in zip(frame.positional, frame.symbolic)] == list(schema.LABEL_ORDER[:-1])
+    labels = [methods.label(p, s) for p, s in zip(frame.positional, frame.symbolic, strict=True)]
+    assert labels == list(schema.LABEL_ORDER[:-1])
 
 
 @pytest.mark.parametrize(("n", "k"), [(6, 8), (40, 3)])  # all of M, then heavy-block tiles
@@ -261,4 +263,4 @@ def test_the_swap_score_makes_its_tensors_where_the_logits_are(n, k) -> None:
         scores = methods.swap_scores(logits, 2, 1e-4)
         detail = methods.swap_attention_detail(logits.select(0), 2, 1e-4)
     assert all(score.device.type == "cpu" for score in scores) and detail.pairs.device.type == "cpu"
-    assert all(torch.equal(a, b) for a, b in zip(scores, expected))
+    assert all(torch.equal(a, b) for a, b in zip(scores, expected, strict=True))

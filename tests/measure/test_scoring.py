@@ -250,7 +250,7 @@ def test_non_finite_activations_are_never_labelled_silently(model_factory) -> No
         with pytest.raises(psheads.SelfCheckError, match="Layer 1: .* not finite"):
             psheads.RopeLens(model, probe_length=8)
     flagged = frame[frame["label"] == "non-finite"]
-    assert sorted(zip(flagged["layer"], flagged["head"])) == [(1, 2), (1, 3)]
+    assert sorted(zip(flagged["layer"], flagged["head"], strict=True)) == [(1, 2), (1, 3)]
     assert flagged["positional"].isna().all() and not frame.loc[frame["layer"] == 0, "positional"].isna().any()
     with warnings.catch_warnings():
         warnings.simplefilter("error")

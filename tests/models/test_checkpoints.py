@@ -26,10 +26,9 @@ def test_sealed_is_complete_or_absent(tmp_path) -> None:
     manifest = checkpoints.verify_checkpoint(target)
     assert manifest["step"] == 4 and set(manifest["files"]) == {"weights.bin", "sub/note.txt"}
     failed = tmp_path / "checkpoint-000008"
-    with pytest.raises(RuntimeError, match="disk full"):
-        with checkpoints.sealed(failed, 8) as partial:
-            _write(partial)
-            raise RuntimeError("disk full")
+    with pytest.raises(RuntimeError, match="disk full"), checkpoints.sealed(failed, 8) as partial:
+        _write(partial)
+        raise RuntimeError("disk full")
     assert not failed.exists() and not partial.exists()
     assert checkpoints.latest_checkpoint(tmp_path) == target
 

@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -73,7 +74,7 @@ def test_run_checkpoints_resume_and_dynamics(tmp_path) -> None:
     resumed = training.train(task, config, tmp_path / "cut", progress=False, device="cpu")  # a run setting
     a = transformers.GPTJForCausalLM.from_pretrained(full.final_checkpoint)
     b = transformers.GPTJForCausalLM.from_pretrained(resumed.final_checkpoint)
-    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
+    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
         torch.testing.assert_close(x, y, atol=0, rtol=0, msg=name)
     assert (tmp_path / "cut" / "checkpoint-000003").exists()  # finished checkpoints are kept
     assert resumed.evaluation["step"].tolist() == full.evaluation["step"].tolist()
@@ -465,7 +466,8 @@ def test_paper_b_recipe_and_each_part_switches_alone() -> None:
     assert (config.lr, config.betas, config.weight_decay, config.warmup_steps) == (1e-4, (0.95, 0.999), 1e-4, 750)
     merged = training.TrainConfig.paper_b(model={"n_layer": 2}, max_grad_norm=None)
     assert merged.model == {"activation_function": "gelu", "n_layer": 2} and merged.max_grad_norm is None
-    assert training.TrainConfig.paper_b(model={"activation_function": "gelu_new"}).model["activation_function"] == "gelu_new"
+    gelu_new = training.TrainConfig.paper_b(model={"activation_function": "gelu_new"})
+    assert gelu_new.model["activation_function"] == "gelu_new"
     assert training.TrainConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
     for bad, kind in [(dict(max_grad_norm=0), ValueError), (dict(train_set=0), ValueError),
                       (dict(keep_best=1), TypeError), (dict(decay_norms_and_biases="no"), TypeError),
@@ -587,7 +589,6 @@ def test_the_paper_b_script_trains_measures_and_skips_what_is_done(tmp_path, mon
     """scripts/train_paper_b.py on tiny cells: tables per cell, both checkpoints measured, the fine grid
     inside the first fall below 90%, and a finished cell skipped."""
     import runpy
-    from pathlib import Path
 
     script = runpy.run_path(str(Path(__file__).resolve().parents[2] / "scripts" / "train_paper_b.py"))
     full = script["cell_task_and_config"]
@@ -635,7 +636,8 @@ def test_a_diverged_run_stops_at_the_first_non_finite_loss(tmp_path: Path) -> No
     the per-plane logits still rebuild them)."""
     config = training.TrainConfig(steps=40, batch_size=8, warmup_steps=0, lr=1e30, max_grad_norm=None,
                                   checkpoint_every=1, eval_prompts=8, dynamics_prompts=4, model=TINY)
-    with pytest.raises(FloatingPointError, match=r"Training diverged: the (loss|model's output) is not finite") as caught:
+    with pytest.raises(FloatingPointError,
+                       match=r"Training diverged: the (loss|model's output) is not finite") as caught:
         training.train(NumberTask(), config, tmp_path / "run", progress=False)
     step = int(re.search(r"step (\d+)", str(caught.value)).group(1))
     kept = sorted(path.name for path in (tmp_path / "run").glob(f"{checkpoints.CHECKPOINT_PREFIX}*"))

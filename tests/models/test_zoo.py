@@ -123,7 +123,8 @@ def test_boot_local_refuses_a_decoy_safetensors_and_pickles_beside_the_weights(t
     index = {"metadata": {}, "weight_map": {"lm_head.weight": "pytorch_model-00001.bin"}}
     (directory / "model.safetensors").rename(directory / "model-00001.safetensors")
     (directory / "model.safetensors.index.json").write_text(json.dumps(index))
-    with pytest.raises(ValueError, match=r"maps weights to files that are not safetensors \(\['pytorch_model-00001.bin'\]\)"):
+    with pytest.raises(ValueError,
+                       match=r"maps weights to files that are not safetensors \(\['pytorch_model-00001.bin'\]\)"):
         zoo.boot_local(directory)
     with pytest.raises(TypeError, match="allow_pickle_files must be"):
         zoo.boot_local(directory, allow_pickle_files="yes")
@@ -159,7 +160,8 @@ def test_registry_parts_are_joined_and_verified_without_importing_them(tmp_path,
     assert zoo.assemble_gguf(single, tmp_path / "unused.gguf") == zoo.pip_parts(single)[0]  # checked in place
     assert not (tmp_path / "unused.gguf").exists()
     damaged = _spec(list(chunks), whole, sha256="0" * 64)
-    with pytest.raises(ValueError, match=r"has 459 bytes and SHA-256 .* not the 459 bytes and 0{64}.*pip install fake-llm"):
+    with pytest.raises(ValueError,
+                       match=r"has 459 bytes and SHA-256 .* not the 459 bytes and 0{64}.*pip install fake-llm"):
         zoo.assemble_gguf(damaged, tmp_path / "bad.gguf")
     assert not (tmp_path / "bad.gguf").exists()  # never left behind half-trusted
     with pytest.raises(ValueError, match=r"'fake_llm_part3' \(with data/part.bin\): pip install fake-llm"):

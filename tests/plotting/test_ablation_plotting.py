@@ -13,7 +13,8 @@ from psheads import plotting
 def _frame() -> pd.DataFrame:
     accuracy = {"none": (1.0, 1.0, 1.0), "positional heads": (0.5, 0.25, 0.375), "fast planes": (0.75, 0.5, 0.625)}
     return pd.DataFrame([{"intervention": name, "hops": hops, "accuracy": value, "n": 8 if hops != "all" else 16}
-                         for name, values in accuracy.items() for hops, value in zip(("1", "2", "all"), values)])
+                         for name, values in accuracy.items()
+                         for hops, value in zip(("1", "2", "all"), values, strict=True)])
 
 
 def test_one_bar_per_intervention_in_frame_order_grouped_by_hops() -> None:

@@ -13,7 +13,8 @@ SHIPPED = zoo.PRETRAINED_DIR
 
 
 def test_figures_name_the_columns_they_miss_and_who_makes_the_frame() -> None:
-    with pytest.raises(ValueError, match=r"score_plane needs the columns \['label'\].*Make it with psheads.score_heads"):
+    with pytest.raises(ValueError,
+                       match=r"score_plane needs the columns \['label'\].*Make it with psheads.score_heads"):
         plotting.score_plane(pd.DataFrame({"layer": [0], "head": [0], "positional": [0.5], "symbolic": [0.5]}))
     with pytest.raises(ValueError, match=r"accuracy_by_hops needs the columns \['hops'\].*load_pretrained"):
         plotting.accuracy_by_hops(pd.DataFrame({"accuracy": [1.0]}))

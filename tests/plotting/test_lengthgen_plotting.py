@@ -10,7 +10,7 @@ from psheads import plotting
 
 def _frame(lengths=(17, 65, 1041), accuracy=(1.0, 0.5, 0.25)) -> pd.DataFrame:
     rows = []
-    for length, acc in zip(lengths, accuracy):
+    for length, acc in zip(lengths, accuracy, strict=True):
         for hops in ("1", "2", "all"):
             rows.append({"length": length, "hops": hops, "accuracy": acc / (2 if hops == "2" else 1), "n": 8})
     return pd.DataFrame(rows)

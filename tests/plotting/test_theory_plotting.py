@@ -16,7 +16,8 @@ from psheads.plotting import discrepancy_vs_length
 def frame() -> pd.DataFrame:
     rows = [{"length": length, "layer": layer, "head": head, "discrepancy": 2.0 * value, "normalised": value,
              "mean_margin": 3.0, "mean_normalised": 1.5, "n": 8}
-            for layer, head, scale in ((0, 0, 1.0), (1, 2, -0.5)) for length, value in ((40, 0.1 * scale), (8, 0.3 * scale))]
+            for layer, head, scale in ((0, 0, 1.0), (1, 2, -0.5))
+            for length, value in ((40, 0.1 * scale), (8, 0.3 * scale))]
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 

@@ -21,7 +21,8 @@ def test_learning_dynamics_one_colour_and_legend_entry_per_layer() -> None:
     assert [t.legendgroup for t in first] == [t.legendgroup for t in second]
     assert all(t.showlegend for t in first) and not any(t.showlegend for t in second)
     layer_3 = dynamics[dynamics["layer"] == 3].sort_values("step")
-    assert list(figure.data[6].y) == layer_3["positional"].tolist() and list(figure.data[7].y) == layer_3["symbolic"].tolist()
+    assert list(figure.data[6].y) == layer_3["positional"].tolist()
+    assert list(figure.data[7].y) == layer_3["symbolic"].tolist()
     with pytest.raises(ValueError, match=r"head 2 is not in this table; it has heads \[0\]"):
         plotting.learning_dynamics(dynamics, head=2)
     three = plotting.learning_dynamics(dynamics, columns=("positional", "symbolic", "entropy"))
@@ -41,7 +42,8 @@ def test_accuracy_by_hops_takes_the_shipped_table_and_a_training_record() -> Non
     evaluation = pd.DataFrame({"step": [2, 1, 1, 2], "hops": ["1", "all", "1", "all"],
                                "accuracy": [1.0, 0.4, 0.5, 0.9]})
     lines = plotting.accuracy_by_hops(evaluation).data
-    assert [t.name for t in lines] == ["1 hops", "all"] and list(lines[0].x) == [1, 2] and list(lines[0].y) == [0.5, 1.0]
+    assert [t.name for t in lines] == ["1 hops", "all"]
+    assert list(lines[0].x) == [1, 2] and list(lines[0].y) == [0.5, 1.0]
 
 
 def test_pure_head_counts_count_the_labels_per_step() -> None:
@@ -51,7 +53,8 @@ def test_pure_head_counts_count_the_labels_per_step() -> None:
     assert positional.name == "pure positional" and list(positional.x) == sorted(number["step"].unique())
     expected = number.groupby("step")["label"].apply(lambda labels: int((labels == "symbolic").sum()))
     assert list(symbolic.y) == expected.tolist() and symbolic.y[0] == 0 and positional.y[-1] == 4
-    both = pd.concat([number.assign(model="number"), pd.read_csv(SHIPPED / "letter" / "dynamics.csv").assign(model="letter")])
+    letter = pd.read_csv(SHIPPED / "letter" / "dynamics.csv")
+    both = pd.concat([number.assign(model="number"), letter.assign(model="letter")])
     panels = plotting.pure_head_counts(both, labels=["symbolic", "uniform"])
     assert [a.text for a in panels.layout.annotations] == ["model number", "model letter"]
     assert [t.name for t in panels.data] == ["pure symbolic", "uniform"] * 2 and panels.data[2].xaxis == "x2"

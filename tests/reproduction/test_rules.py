@@ -67,7 +67,7 @@ def test_the_placement_rule_fails_what_it_should() -> None:
 
 def _hops(rows: dict[int, list[float]], steps: tuple[int, ...] = (1500, 2000, 2500, 3000, 3500)) -> pd.DataFrame:
     return pd.DataFrame([{"step": step, "hops": str(hops), "accuracy": value}
-                         for hops, values in rows.items() for step, value in zip(steps, values)])
+                         for hops, values in rows.items() for step, value in zip(steps, values, strict=True)])
 
 
 def test_hop_by_hop_reads_the_order_at_fixed_steps() -> None:
@@ -81,7 +81,8 @@ def test_hop_by_hop_reads_the_order_at_fixed_steps() -> None:
                     4: [0.1, 0.3, 0.97, 1.0, 1.0]})
     assert rules.hop_leads(letter) == [True, False, False]
     assert rules.hop_by_hop([letter] * 3).verdict == "does not reproduce"  # 1 hop first, then the rest together
-    staircase = _hops({1: [0.9, 1, 1, 1, 1], 2: [0.2, 0.9, 1, 1, 1], 3: [0.1, 0.2, 0.9, 1, 1], 4: [0.1, 0.1, 0.2, 0.9, 1]})
+    staircase = _hops({1: [0.9, 1, 1, 1, 1], 2: [0.2, 0.9, 1, 1, 1], 3: [0.1, 0.2, 0.9, 1, 1],
+                       4: [0.1, 0.1, 0.2, 0.9, 1]})
     assert rules.hop_by_hop([staircase, staircase, shipped]).verdict == "partly"  # two seeds of three
     assert rules.hop_by_hop([staircase] * 2).verdict == "reproduces"
     backwards = _hops({1: [0.1, 0.2, 0.9, 1, 1], 2: [0.9, 1, 1, 1, 1], 3: [0.1, 0.1, 0.2, 0.9, 1],
@@ -107,7 +108,8 @@ def _dynamics(rows: list[tuple[int, int, float, float, float]]) -> pd.DataFrame:
     from psheads.measure.methods import label
 
     frame = pd.DataFrame(rows, columns=["step", "layer", "positional", "symbolic", "accuracy_all"])
-    return frame.assign(head=0, label=[label(p, s) for p, s in zip(frame["positional"], frame["symbolic"])])
+    labels = [label(p, s) for p, s in zip(frame["positional"], frame["symbolic"], strict=True)]
+    return frame.assign(head=0, label=labels)
 
 
 def test_the_report_relabels_stored_scores_for_figure_7() -> None:
@@ -140,7 +142,8 @@ def test_the_frequency_id_rule_is_per_layer() -> None:
     paper = PAPER_B_TABLE_1["number"]
     grade = rules.frequency_id(paper)
     assert grade(paper).verdict == "reproduces"
-    assert grade([value + 8 for value in paper]).verdict == grade([value - 8 for value in paper]).verdict == "reproduces"
+    assert grade([value + 8 for value in paper]).verdict == "reproduces"
+    assert grade([value - 8 for value in paper]).verdict == "reproduces"
     number_l5 = list(paper)
     number_l5[5] = 3.3  # fast where the paper is slow
     assert grade(number_l5) == rules.Graded("partly", "L5 (3.3 vs 39)")
@@ -198,7 +201,7 @@ def test_the_decay_rule_is_within_each_model() -> None:
     def curves(number: list[float], letter: list[float]) -> pd.DataFrame:
         return pd.DataFrame([{"model": model, "length": length, "hops": "all", "accuracy": accuracy}
                              for model, values in (("number", number), ("letter", letter))
-                             for length, accuracy in zip(lengths, values)])
+                             for length, accuracy in zip(lengths, values, strict=True)])
 
     follows = rules.decay_points(curves([1.0, 0.9, 0.5, 0.3, 0.2], [1.0, 0.99, 0.98, 0.96, 0.7]))
     assert sorted(follows["length"].unique()) == [17, 33, 65, 145]  # 289 is past the Retrieval bound's range

@@ -182,7 +182,8 @@ def test_a_csv_rewritten_after_save_frame_is_refused(tmp_path) -> None:
         path = psheads.save_frame(swap, tmp_path / "s.csv")
         assert json.loads(sidecar(path).read_text())["rows"] == 5
         rewritten.to_csv(path, index=False)
-        with pytest.raises(ValueError, match=r"s\.csv changed after save_frame wrote it .*delete .*s\.csv\.attrs\.json"):
+        with pytest.raises(ValueError,
+                           match=r"s\.csv changed after save_frame wrote it .*delete .*s\.csv\.attrs\.json"):
             psheads.load_frame(path)
 
 

@@ -69,7 +69,7 @@ def test_ordered_labels_round_trip_through_csv_and_refuse_strangers() -> None:
 def test_score_frames_of_two_models_concatenate(model_factory) -> None:
     tokens = torch.randint(0, 64, (3, 9))
     frames = [psheads.score_heads(model_factory(family), tokens, model_name=family) for family in ("gptj", "llama")]
-    for family, frame in zip(("gptj", "llama"), frames):
+    for family, frame in zip(("gptj", "llama"), frames, strict=True):
         assert frame.columns[0] == "model" and set(frame["model"]) == {family}
         assert frame.attrs["model_name"] == family and frame["label"].dtype == schema.LABEL_DTYPE
     both = pd.concat(frames, ignore_index=True)

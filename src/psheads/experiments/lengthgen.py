@@ -144,8 +144,8 @@ def length_generalization(model: torch.nn.Module, task: Task | str, lengths: Ite
         return batch if candidates is None else dataclasses.replace(batch, candidates=candidates)
 
     frames, seconds, n_candidates = [], [], None
-    for length, run in zip(sizes, accuracy_runs(model, request, list(zip(lengthened, per_forward)),
-                                                 "length generalization", at_its_length)):
+    for length, run in zip(sizes, accuracy_runs(model, request, list(zip(lengthened, per_forward, strict=True)),
+                                                 "length generalization", at_its_length), strict=True):
         run.rows.insert(0, "length", length)
         frames.append(run.rows)
         seconds.append(run.seconds)

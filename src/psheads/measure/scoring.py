@@ -111,7 +111,8 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
             frame = frame.sort_values(["layer", "head", "plane"], kind="stable").reset_index(drop=True)
     else:
         frame = engine.per_prompt_frame(items, [*schema.SCORE_SPREAD, *extra, "entropy"], config.by_frequency)
-    frame["label"] = pd.Categorical([label(p, s, config.gamma) for p, s in zip(frame["positional"], frame["symbolic"])],
+    frame["label"] = pd.Categorical([label(p, s, config.gamma)
+                                     for p, s in zip(frame["positional"], frame["symbolic"], strict=True)],
                                     dtype=schema.LABEL_DTYPE)
     _check_finite(frame, [*method.columns, "entropy"], config.nonfinite)
     frame = _with_other_blocks(frame, sorted(set(requested) - set(chosen)))

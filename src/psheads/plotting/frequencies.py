@@ -4,6 +4,7 @@ against frequency, and one plane's logits against distance."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import SupportsInt, cast
 
 import numpy as np
 import pandas as pd
@@ -97,7 +98,8 @@ def frequency_curves(frame: pd.DataFrame, column: str | None = None) -> go.Figur
     colors = layer_colors(frame["layer"])
     figure = go.Figure()
     shown: set[int] = set()
-    for (layer, head), rows in frame.groupby(["layer", "head"], sort=True):
+    for key, rows in frame.groupby(["layer", "head"], sort=True):
+        layer, head = cast("tuple[SupportsInt, SupportsInt]", key)  # integer columns (pandas-stubs: Hashable)
         rows = rows.sort_values("plane")
         xs, ys = rows["plane"].tolist(), rows[column].tolist()
         thetas = rows["theta"].tolist()
@@ -144,9 +146,9 @@ def frequency_scores(scores: pd.DataFrame, columns: Sequence[str] = analysis.SCO
     colors = layer_colors(summary["layer"]) if by == "layer" else {}
     for index, (value, part) in enumerate(groups):
         value = value[0] if isinstance(value, tuple) else value
-        name = f"{by} {value}" if by == "layer" else str(value)
-        color = colors[int(value)] if by == "layer" else palette_color(value, index, KIND_COLORS if by == "layer_kind"
-                                                                else None)
+        name = f"{by} {value!s}" if by == "layer" else str(value)
+        color = (colors[int(cast(SupportsInt, value))] if by == "layer"  # a layer number (pandas-stubs: any scalar)
+                 else palette_color(value, index, KIND_COLORS if by == "layer_kind" else None))
         for row, column in enumerate(columns, start=1):
             rows = part[part["score"] == column].sort_values(x)
             xs = rows[x].tolist()

@@ -37,7 +37,8 @@ def accuracy_by_band(frame: pd.DataFrame) -> go.Figure:
     count = summary["count"].unstack("band").reindex(index=tasks, columns=bands)
     planes = (runs.drop_duplicates("band").set_index("band")["planes"].reindex(bands).astype(str).tolist()
               if "planes" in runs else [""] * len(bands))
-    text = [["" if pd.isna(m) else f"{m:.2f} ± {s:.2f}" for m, s in zip(mean.loc[t], spread.loc[t])] for t in tasks]
+    text = [["" if pd.isna(m) else f"{m:.2f} ± {s:.2f}" for m, s in zip(mean.loc[t], spread.loc[t], strict=True)]
+            for t in tasks]
     custom = [[[planes[j], "" if pd.isna(count.loc[t].iloc[j]) else int(count.loc[t].iloc[j])]
                for j in range(len(bands))] for t in tasks]
     figure = go.Figure(go.Heatmap(

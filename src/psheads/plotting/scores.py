@@ -30,9 +30,9 @@ from psheads.results import analysis, schema
 
 def _head_text(frame: pd.DataFrame) -> pd.Series:
     """``L{layer}H{head}`` (and `` f{plane}`` for per-plane frames) per row."""
-    text = [f"L{layer}H{head}" for layer, head in zip(frame["layer"], frame["head"])]
+    text = [f"L{layer}H{head}" for layer, head in zip(frame["layer"], frame["head"], strict=True)]
     if "plane" in frame.columns:
-        text = [f"{t} f{plane}" for t, plane in zip(text, frame["plane"])]
+        text = [f"{t} f{plane}" for t, plane in zip(text, frame["plane"], strict=True)]
     return pd.Series(text, index=frame.index, dtype=object)
 
 
@@ -269,7 +269,7 @@ def attention_under_swap(swaps: pd.DataFrame, pair: tuple[int, int] | None = Non
     check_frame(swaps, schema.SWAPS, ["block_i", "block_j", "positions_i", "positions_j", "d_i", "d_j", "d_i_swapped",
                                  "d_j_swapped", "weight"], "attention_under_swap")
     if pair is None:
-        row = swaps.loc[swaps["weight"].idxmax()]
+        row = swaps.iloc[swaps["weight"].argmax()]
     else:
         if (not isinstance(pair, (tuple, list)) or len(pair) != 2
                 or not all(isinstance(b, (int, np.integer)) and not isinstance(b, bool) for b in pair)):

@@ -56,7 +56,8 @@ def layer_colors(layers: Iterable[int]) -> dict[int, str]:
     """
     chosen = sorted({int(layer) for layer in layers})
     top = max(chosen[-1], 1) if chosen else 1
-    return dict(zip(chosen, plotly.colors.sample_colorscale(LAYER_COLORSCALE, [layer / top for layer in chosen])))
+    colors = plotly.colors.sample_colorscale(LAYER_COLORSCALE, [layer / top for layer in chosen])
+    return dict(zip(chosen, colors, strict=True))
 
 
 def rgba(color: str, alpha: float) -> str:
@@ -90,7 +91,8 @@ def hop_name(hop: str) -> str:
 def facet_panels(frame: pd.DataFrame) -> tuple[list[tuple[Any, pd.DataFrame]], go.Figure]:
     """One panel per value of a ``model`` (else ``task``) column, side by side with a shared y axis."""
     facet = next((column for column in ("model", "task") if column in frame.columns), None)
-    panels = [(None, frame)] if facet is None else list(frame.groupby(facet, sort=False))
+    panels: list[tuple[Any, pd.DataFrame]] = ([(None, frame)] if facet is None
+                                              else list(frame.groupby(facet, sort=False)))
     figure = make_subplots(rows=1, cols=len(panels), shared_yaxes=True,
                            subplot_titles=None if facet is None else [f"{facet} {value}" for value, _ in panels])
     return panels, figure

@@ -37,7 +37,8 @@ def discrepancy_vs_length(frame: pd.DataFrame, bounds: pd.DataFrame | None = Non
             raise ValueError("discrepancy_vs_length: bounds must be a DataFrame with the columns length and upper "
                              "(and optionally lower and margin), such as Construction.bounds(lengths).")
         curves = bounds.sort_values("length")
-        styles = {"upper": ("upper bound", "dash"), "lower": ("lower bound", "dash"), "margin": ("exact worst case", "dot")}
+        styles = {"upper": ("upper bound", "dash"), "lower": ("lower bound", "dash"),
+                  "margin": ("exact worst case", "dot")}
         for column, (name, dash) in styles.items():
             if column in curves and curves[column].notna().any():
                 figure.add_trace(go.Scatter(x=curves["length"], y=curves[column], mode="lines", name=name,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -67,10 +67,13 @@ class Task(Protocol):
     ``check_settings``).
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The task's registered name."""
+        ...
 
     @property
-    def vocabulary(self) -> list[str]:
+    def vocabulary(self) -> Sequence[str]:
         """Every word the task uses; a word's index is its token id."""
         ...
 
@@ -121,7 +124,8 @@ def at_length(task: Task, length: int, otherwise: str = "leave the length as it 
         ValueError: the task cannot make prompts of ``length`` tokens (too short).
     """
     length = validation.integer(length, "length", minimum=1)
-    return _checked_task(_capability(task, "at_length", "make prompts of a given length", otherwise)(length), "at_length")
+    at = _capability(task, "at_length", "make prompts of a given length", otherwise)
+    return _checked_task(at(length), "at_length")
 
 
 def with_hops(task: Task, hops: int, otherwise: str = "use the task as it is") -> Task:

@@ -95,7 +95,8 @@ def check_settings(task: Task, tokenizer: Any, stacklevel: int = 2) -> None:
     ours, theirs = generator_settings(task), generator_settings(recorded)
     if ours is None or theirs is None:
         return
-    differing = {key: (ours.get(key, absent), theirs.get(key, absent)) for key in sorted(set(ours) | set(theirs), key=str)
+    differing = {key: (ours.get(key, absent), theirs.get(key, absent))
+                 for key in sorted(set(ours) | set(theirs), key=str)
                  if ours.get(key, absent) != theirs.get(key, absent)}
     if not differing:
         return

@@ -74,7 +74,7 @@ class AnovaScore:
             shares = anova_shares_factored(logits)
         else:
             shares = _anova_dense(logits)
-        return dict(zip(self.columns, shares))
+        return dict(zip(self.columns, shares, strict=True))
 
 
 def _anova_dense(logits: KeyLogits) -> tuple[Tensor, Tensor, Tensor]:
@@ -85,7 +85,8 @@ def _anova_dense(logits: KeyLogits) -> tuple[Tensor, Tensor, Tensor]:
     per_entry = 8 * 4 * logits.n * logits.n
     step = max(1, engine.CHUNK_BYTES // per_entry)
     parts = [anova_shares(flat.select(slice(s, s + step)).matrix()) for s in range(0, len(flat.tokens), step)]
-    return tuple(torch.cat([part[c] for part in parts]).reshape(logits.lead) for c in range(3))
+    positional, symbolic, interaction = (torch.cat([part[c] for part in parts]).reshape(logits.lead) for c in range(3))
+    return positional, symbolic, interaction
 
 
 register_score_method(AnovaScore())

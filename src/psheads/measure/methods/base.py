@@ -36,13 +36,8 @@ without them (an anova frame of psheads 0.1) drops them silently."""
 # --- protocol and registry -------------------------------------------------------------------
 @runtime_checkable
 class ScoreMethod(Protocol):
-    """What a score method declares and computes.
-
-    Attributes:
-        name: registry name (``ScoreConfig.method``).
-        columns: the columns ``score`` returns, in frame order; must include ``positional`` and
-            ``symbolic``. Both get a ``_std`` column over prompts; ``entropy`` is added for every
-            method.
+    """What a score method declares and computes: a ``name``, its ``columns`` (plain class
+    attributes will do), ``min_swappable`` and ``score``.
 
     A method with options also has ``Parameters``: a frozen dataclass whose fields (each with a
     default) are its options, validated in its ``__post_init__``. ``config.parameters`` holds the
@@ -50,8 +45,14 @@ class ScoreMethod(Protocol):
     ``block_size``).
     """
 
-    name: str
-    columns: tuple[str, ...]
+    @property
+    def name(self) -> str:
+        """Registry name (``ScoreConfig.method``)."""
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns ``score`` returns, in frame order; must include ``positional`` and ``symbolic``.
+        Both get a ``_std`` column over prompts; ``entropy`` is added for every method."""
 
     def min_swappable(self, config: ScoreConfig) -> int:
         """Fewest swappable keys a prompt needs at a layer."""

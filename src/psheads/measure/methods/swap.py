@@ -138,7 +138,8 @@ def _gather_rows(positions: Tensor, lead: Tensor, index: Tensor) -> Tensor:
     return positions[index] if positions.ndim == 2 else positions[lead, index]
 
 
-def swap_scores(logits: KeyLogits, block_size: int, tau: float) -> tuple[Float[Tensor, "*lead"], Float[Tensor, "*lead"]]:
+def swap_scores(logits: KeyLogits, block_size: int,
+                tau: float) -> tuple[Float[Tensor, "*lead"], Float[Tensor, "*lead"]]:
     """Paper B's ``(s_POS, s_SYM)`` for every leading entry, exactly, in O(|S|²) or less.
 
     Pairs whose weight is negligible (``skip_threshold``) are skipped. Short prompts read every
@@ -374,8 +375,8 @@ def _one_prompt(prompt: Any) -> list:
                              "pass one row, e.g. tokens[0].")
         return [prompt[0]]
     if isinstance(prompt, (list, tuple)) and prompt and all(
-            isinstance(item, (str, list, tuple, Tensor, np.ndarray)) and not (isinstance(item, Tensor) and item.ndim == 0)
-            for item in prompt):
+            isinstance(item, (str, list, tuple, Tensor, np.ndarray))
+            and not (isinstance(item, Tensor) and item.ndim == 0) for item in prompt):
         raise ValueError(f"prompt: swap_attention takes one prompt, got a list of {len(prompt)}; pass one of them.")
     return [prompt]
 

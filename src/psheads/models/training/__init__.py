@@ -31,7 +31,7 @@ from psheads.models.training.data import (
     training_batch,
 )
 from psheads.models.training.loop import TrainResult, parameter_groups, train, training_device
-from psheads.models.training.model import apply_gating, build_model, query_keep_mask
+from psheads.models.training.model import apply_gating, build_model, query_keep_mask, query_weights
 from psheads.models.training.recording import (
     best_step,
     checkpoint_dynamics,
@@ -60,6 +60,7 @@ __all__ = [
     "gptj_fields",
     "parameter_groups",
     "query_keep_mask",
+    "query_weights",
     "save_checkpoint",
     "train",
     "training_batch",

@@ -106,9 +106,9 @@ class TrainConfig:
         weights, a fixed set of 432,000 training prompts visited for one epoch (6,750 steps of 64),
         the best-validation checkpoint kept (2,400 validation prompts), and the exact ``gelu``
         activation (``changes["model"]`` is merged into it). The rest (AdamW, lr, betas, weight
-        decay, warm-up, dropout, shape) is the default ``TrainConfig``. Paper B trained in fp16 mixed precision on GPUs; psheads trains
-        in fp32 (see the Training page). Pair it with ``LetterTask(sampling="paper-b")`` for
-        paper B's letter prompts."""
+        decay, warm-up, dropout, shape) is the default ``TrainConfig``. Paper B trained in fp16
+        mixed precision on GPUs; psheads trains in fp32 (see the Training page). Pair it with
+        ``LetterTask(sampling="paper-b")`` for paper B's letter prompts."""
         recipe = dict(steps=6750, max_grad_norm=1.0, decay_norms_and_biases=False, train_set=432_000,
                       keep_best=True, validation_prompts=2400)
         model = {**PAPER_B_CODE_MODEL, **changes.pop("model", {})}
@@ -174,7 +174,8 @@ def _model_overrides(value: Any) -> dict:
         raise ValueError(f"model has unknown GPTJConfig fields {unknown}; known fields: {sorted(gptj_fields())}.")
     owned = sorted(set(keys) & TASK_FIELDS)
     if owned:
-        raise ValueError(f"model sets {owned}, which the task decides (its vocabulary, <unk> and <bos>): leave them out.")
+        raise ValueError(f"model sets {owned}, which the task decides (its vocabulary, <unk> and <bos>): "
+                         "leave them out.")
     overrides = {key: plain(item) for key, item in value.items()}
     for key, item in overrides.items():
         try:

@@ -56,17 +56,26 @@ class TrainingData:
 
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Tokens ``[batch, seq]`` and answers ``[batch]`` of ``step``."""
-        if self.config.train_set is None:
+        steps = self.steps_per_epoch
+        if steps is None:
             return training_batch(self.task, self.config, step)
         tokens, answers = self.fixed_set()
-        epoch, within = divmod(step, self.steps_per_epoch)
-        rows = self._epoch_order(epoch)[within * self.config.batch_size:(within + 1) * self.config.batch_size]
+        epoch, within = divmod(step, steps)
+        width = self.config.batch_size
+        rows = self._epoch_order(epoch, len(answers))[within * width:(within + 1) * width]
         return tokens[rows], answers[rows]
 
     def fixed_set(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The whole fixed training set: tokens ``[train_set, seq]`` and answers ``[train_set]``."""
+        """The whole fixed training set: tokens ``[train_set, seq]`` and answers ``[train_set]``.
+
+        Raises:
+            ValueError: the run has no fixed set (``train_set`` is None: fresh prompts every step).
+        """
         if self._set is None:
             size, base = self.config.train_set, self.config.seed * 1_000_003
+            if size is None:
+                raise ValueError("This run draws fresh prompts every step (TrainConfig.train_set is None): it has no "
+                                 "fixed training set.")
             chunks = progress_bar(range(0, size, TRAIN_SET_CHUNK), desc="training set", progress=self.progress)
             batches = [checked_batch(self.task, min(TRAIN_SET_CHUNK, size - start),
                                      seed=derived_seed(TRAIN_SET_SEED_OFFSET + base + start // TRAIN_SET_CHUNK))
@@ -74,8 +83,9 @@ class TrainingData:
             self._set = (torch.cat([b.tokens for b in batches]), torch.cat([b.answers for b in batches]))
         return self._set
 
-    def _epoch_order(self, epoch: int) -> torch.Tensor:
+    def _epoch_order(self, epoch: int, size: int) -> torch.Tensor:
+        """The order in which epoch ``epoch`` visits the ``size`` prompts of the fixed set."""
         if self._order is None or self._order[0] != epoch:
             seed = derived_seed(EPOCH_SEED_OFFSET + self.config.seed * 1_000_003 + epoch)
-            self._order = (epoch, torch.randperm(self.config.train_set, generator=torch.Generator().manual_seed(seed)))
+            self._order = (epoch, torch.randperm(size, generator=torch.Generator().manual_seed(seed)))
         return self._order[1]

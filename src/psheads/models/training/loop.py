@@ -30,7 +30,7 @@ from psheads.models import checkpoints, zoo
 from psheads.models.checkpoints import CheckpointError
 from psheads.models.training.config import TrainConfig
 from psheads.models.training.data import TrainingData
-from psheads.models.training.model import build_model, query_keep_mask
+from psheads.models.training.model import build_model, query_keep_mask, query_weights
 from psheads.models.training.recording import best_step, load_checkpoint, save_checkpoint, validation_history
 from psheads.tasks import Task, checked_batch, get_task, task_options
 
@@ -77,7 +77,8 @@ def parameter_groups(model: torch.nn.Module, config: TrainConfig) -> list[dict]:
         return [{"params": list(model.parameters())}]
     norms = {id(p) for module in model.modules() if isinstance(module, torch.nn.LayerNorm)
              for p in module.parameters(recurse=False)}
-    decayed, spared = [], []
+    decayed: list[torch.nn.Parameter] = []
+    spared: list[torch.nn.Parameter] = []
     for name, p in model.named_parameters():
         (spared if id(p) in norms or name.endswith("bias") else decayed).append(p)
     return [{"params": decayed}, {"params": spared, "weight_decay": 0.0}]
@@ -105,7 +106,8 @@ def training_device(device: str | torch.device) -> torch.device:
 def _diverged(what: str, config: TrainConfig, output_dir: Path) -> FloatingPointError:
     """The error of a run that diverged: ``what`` happened; the checkpoints before it are kept."""
     return FloatingPointError(f"Training diverged: {what} (lr {config.lr:g}, max_grad_norm {config.max_grad_norm}). "
-                              f"Lower lr or keep gradient clipping; the checkpoints before it are kept in {output_dir}.")
+                              "Lower lr or keep gradient clipping; the checkpoints before it are kept in "
+                              f"{output_dir}.")
 
 
 def train(task: Task | str, config: TrainConfig | None = None, output_dir: str | Path = "runs/psheads",
@@ -154,8 +156,8 @@ def train(task: Task | str, config: TrainConfig | None = None, output_dir: str |
         raise TypeError(f"output_dir must name the run folder (a non-empty str or Path), got {output_dir!r}.")
     longest = _longest_prompt(task)
     if longest is not None and longest > config.model.get("n_positions", zoo.PAPER_B_GPTJ["n_positions"]):
-        raise ValueError(f"model['n_positions'] ({config.model['n_positions']}) is below the task's prompts of {longest} "
-                         "tokens: GPT-J precomputes its rotation table up to n_positions.")
+        raise ValueError(f"model['n_positions'] ({config.model['n_positions']}) is below the task's prompts of "
+                         f"{longest} tokens: GPT-J precomputes its rotation table up to n_positions.")
     resume = validation.boolean(resume, "resume")
     progress = validation.optional_boolean(progress, "progress")
     if world().size > 1:
@@ -205,11 +207,12 @@ def _train(task: Task, config: TrainConfig, output_dir: Path, resume: bool, prog
         break
     if saved and final is None:
         raise CheckpointError(f"No usable checkpoint in {output_dir}: " + " ".join(problems))
-    model.to(device)  # built or loaded on the CPU: the same initial weights on every device
+    # built or loaded on the CPU: the same initial weights on every device
+    model.to(device)  # type: ignore[arg-type]  # transformers wraps Module.to: its type takes device as self
     optimizer = torch.optim.AdamW(parameter_groups(model, config), lr=config.lr, betas=config.betas,
                                   weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config))
-    if final is not None:
+    if final is not None and state is not None:  # resuming: both come from the checkpoint that loaded
         # after the scheduler's constructor, which would otherwise reset the learning rate
         optimizer.load_state_dict(state["optimizer"])  # moves the state to the parameters' device
         scheduler.load_state_dict(state["scheduler"])
@@ -222,6 +225,7 @@ def _train(task: Task, config: TrainConfig, output_dir: Path, resume: bool, prog
     else:
         torch.manual_seed(config.seed)
     mask = query_keep_mask(model, config.keep_planes).to(device) if config.keep_planes is not None else None
+    gated = query_weights(model) if mask is not None else []
     data = TrainingData(task, config, progress)
     model.train()
     seconds = 0.0
@@ -242,8 +246,8 @@ def _train(task: Task, config: TrainConfig, output_dir: Path, resume: bool, prog
         scheduler.step()
         if mask is not None:
             with torch.no_grad():
-                for block in model.transformer.h:
-                    block.attn.q_proj.weight.mul_(mask[:, None])
+                for weight in gated:
+                    weight.mul_(mask[:, None])
         seconds += time.perf_counter() - began
         done = step + 1
         if done % 50 == 0:

@@ -36,11 +36,17 @@ def query_keep_mask(model: transformers.GPTJForCausalLM, keep_planes: tuple[int,
     return head_mask.repeat(cfg.n_head)
 
 
+def query_weights(model: transformers.GPTJForCausalLM) -> list[torch.nn.Parameter]:
+    """Every layer's q_proj weight ``[n_embd, n_embd]``, in layer order (the model's own parameters)."""
+    return [model.get_parameter(f"transformer.h.{layer}.attn.q_proj.weight")
+            for layer in range(len(model.transformer.h))]
+
+
 def apply_gating(model: transformers.GPTJForCausalLM, keep_planes: tuple[int, ...] | None) -> None:
     """Zero the q_proj rows of the gated planes (exact: those planes' logits are then 0)."""
     if keep_planes is None:
         return
     mask = query_keep_mask(model, keep_planes)
     with torch.no_grad():
-        for block in model.transformer.h:
-            block.attn.q_proj.weight.mul_(mask.to(block.attn.q_proj.weight)[:, None])
+        for weight in query_weights(model):
+            weight.mul_(mask.to(weight)[:, None])

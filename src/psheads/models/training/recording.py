@@ -11,7 +11,7 @@ run's validation accuracy.
 from __future__ import annotations
 
 import json
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -111,8 +111,8 @@ def _with_defaults(info: dict, task: Task) -> dict:
     info = dict(info)
     if isinstance(info.get("training"), dict):
         info["training"] = {**TrainConfig().to_dict(), **info["training"]}
-    defaults = {f.name: f.default for f in fields(task) if f.init and f.default is not MISSING} \
-        if hasattr(task, "__dataclass_fields__") else {}
+    defaults: dict[str, Any] = {f.name: f.default for f in fields(task) if f.init and f.default is not MISSING} \
+        if is_dataclass(task) else {}
     if isinstance(info.get("task_options"), dict) and info.get("task") == task.name:
         info["task_options"] = {**plain(defaults), **info["task_options"]}
     return info
@@ -157,4 +157,4 @@ def best_step(validation: pd.DataFrame) -> int | None:
     a later checkpoint must be strictly better); None for an empty history."""
     if validation.empty:
         return None
-    return int(validation.loc[validation["accuracy"].idxmax(), "step"])
+    return int(validation["step"].iloc[validation["accuracy"].argmax()])  # argmax: the first maximum

@@ -47,7 +47,8 @@ def graded(key: str, measured: str, measurement: Any, *, comparable: str = "") -
     reason = f"Rule (fixed {rule.fixed}): {rule.text} Tolerance: {rule.tolerance}. Measured: {outcome.detail}."
     if not published.found:
         verdict = "unverified"
-        reason += f" The value's source was not found in the paper's text: no verdict (the rule gives {outcome.verdict})."
+        reason += (" The value's source was not found in the paper's text: no verdict "
+                   f"(the rule gives {outcome.verdict}).")
     elif comparable:
         verdict = "not comparable"
         reason += f" {comparable}: no verdict (the rule gives {outcome.verdict})."

@@ -26,16 +26,18 @@ def frequency_table(runs: list[Run], config: ReportConfig) -> tuple[pd.DataFrame
     for run in runs:
         if run.shipped is None:
             continue
-        tokens = task_prompts(run, config)
+        tokens = task_prompts(run.shipped, config)
         usage = frequency_profile(run.shipped.model, tokens, progress=False).heads
         profile = frequency_profile(run.shipped.model, tokens, progress=False, weighting="softmax", scale=False)
         softmax, planes[run.task] = profile.heads, profile.planes
         paper = PUBLISHED[f"frequency_id_{run.task}"].value
-        for (u, s) in zip(usage.itertuples(), softmax.itertuples()):
-            rows.append({"task": run.task, "layer": u.layer, "usage-weighted ID": u.mean_frequency_id,
-                         "softmax ID (paper B's definition)": s.mean_frequency_id,
-                         "paper B table 1": paper[u.layer] if u.layer < len(paper) else np.nan,
-                         "dominant plane": u.dominant_plane})
+        for layer, usage_id, softmax_id, dominant in zip(usage["layer"], usage["mean_frequency_id"],
+                                                         softmax["mean_frequency_id"], usage["dominant_plane"],
+                                                         strict=True):
+            rows.append({"task": run.task, "layer": layer, "usage-weighted ID": usage_id,
+                         "softmax ID (paper B's definition)": softmax_id,
+                         "paper B table 1": paper[layer] if layer < len(paper) else np.nan,
+                         "dominant plane": dominant})
     return pd.DataFrame(rows), planes
 
 
@@ -87,12 +89,12 @@ def plane_geometry(model: Any, tokens: Any, layer: int, plane: int, head: int = 
 
 def _layer_1_geometry(runs: list[Run], config: ReportConfig, section: Section, planes: pd.DataFrame | None) -> Claim:
     """Figure 4B–C on the shipped number model; ``planes`` is its per-plane frame from ``frequency_table``."""
-    run = shipped_number(runs)
-    if run is None or planes is None:
+    weights = shipped_number(runs)
+    if weights is None or planes is None:
         return not_measured("layer_1_geometry", "no number model")
     plane = dominant_plane(planes, 1)
-    tokens = task_prompts(run, config)
-    frame = plane_geometry(run.shipped.model, tokens, 1, plane)
+    tokens = task_prompts(weights, config)
+    frame = plane_geometry(weights.model, tokens, 1, plane)
     per_prompt = frame.drop_duplicates("prompt")
     fit, where = float(per_prompt["r2"].median()), float(per_prompt["peak"].median())
     top = frame.loc[frame.groupby("prompt")["logit"].idxmax()]
@@ -103,8 +105,8 @@ def _layer_1_geometry(runs: list[Run], config: ReportConfig, section: Section, p
                             plotting.plane_logits(shown)))
     return graded("layer_1_geometry",
                   f"dominant plane {plane}; one sinusoid per prompt explains a median {fit:.2f} of that plane's logits "
-                  f"(uncentred R²), peaking at distance {where:.2f} (median over {len(per_prompt)} prompts); the plane's "
-                  f"own largest logit is on the key the head attends to most in {routes:.0%} of prompts",
+                  f"(uncentred R²), peaking at distance {where:.2f} (median over {len(per_prompt)} prompts); "
+                  f"the plane's own largest logit is on the key the head attends to most in {routes:.0%} of prompts",
                   {"plane": plane, "fit": fit, "peak": where, "routes": routes})
 
 

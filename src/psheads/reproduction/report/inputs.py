@@ -100,12 +100,16 @@ def retrained(folder: Path, task: str, progress: bool | None, recipe: Any = None
     made = get_task(task, sampling="paper-b") if task == "letter" else get_task(task)
     result = training.train(made, recipe or training.TrainConfig.paper_b(), folder / task, progress=progress)
     info = json.loads((result.best_checkpoint / checkpoints.TRAINING_CONFIG).read_text())
-    kept = result.evaluation[result.evaluation["step"] == info["step"]][["hops", "accuracy", "n"]].reset_index(drop=True)
+    evaluation = result.evaluation
+    kept = evaluation[evaluation["step"] == info["step"]][["hops", "accuracy", "n"]].reset_index(drop=True)
     return Pretrained(zoo.boot_local(result.best_checkpoint), made, kept, result.dynamics, info)
 
 
 def _with_weights(task: str, model: Pretrained) -> Run:
     """A run with weights: its seed, whole dynamics and the accuracy of the shipped checkpoint."""
+    if model.dynamics is None or model.evaluation is None:
+        raise ValueError(f"{task}: a run needs a task model with its training tables (dynamics and evaluation); "
+                         "an LLM has none.")
     return Run(task, int(model.info["training"]["seed"]), model.dynamics, model.evaluation[["hops", "accuracy", "n"]],
                model)
 
@@ -157,13 +161,13 @@ def stored_table(folder: Path, name: str, section: Section) -> pd.DataFrame | No
     return pd.read_csv(path)
 
 
-def shipped_number(runs: list[Run]) -> Run | None:
-    """The number run with weights (the shipped model or ``retrain``'s), if any."""
-    return next((run for run in runs if run.task == "number" and run.shipped is not None), None)
+def shipped_number(runs: list[Run]) -> Pretrained | None:
+    """The weights of the number run that has them (the shipped model or ``retrain``'s), if any."""
+    return next((run.shipped for run in runs if run.task == "number" and run.shipped is not None), None)
 
 
-def task_prompts(run: Run, config: ReportConfig) -> Tensor:
-    """The live measurements' prompts of a run with weights: ``config.prompts`` at ``config.seed``."""
+def task_prompts(weights: Pretrained, config: ReportConfig) -> Tensor:
+    """The live measurements' prompts of a run's weights: ``config.prompts`` at ``config.seed``."""
     from psheads.tasks import checked_batch
 
-    return checked_batch(run.shipped.task, config.prompts, seed=config.seed).tokens
+    return checked_batch(weights.task, config.prompts, seed=config.seed).tokens

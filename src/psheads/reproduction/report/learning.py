@@ -52,8 +52,8 @@ def placement(runs: list[Run]) -> tuple[Claim, Claim, Claim]:
 
     claims = []
     for key, role in (("number_positional_l0_l3", "positional"), ("number_symbolic_l4_l11", "symbolic")):
-        measured = "; ".join(f"seed {run.seed}: pure {role} layers {layer_text(sorted(pure(run, role)))}, first pure at "
-                             f"step: {order(run, role) or 'none'}" for run in number)
+        measured = "; ".join(f"seed {run.seed}: pure {role} layers {layer_text(sorted(pure(run, role)))}, "
+                             f"first pure at step: {order(run, role) or 'none'}" for run in number)
         claims.append(graded(key, measured or "—", {"pure": [pure(run, role) for run in number]}))
     # a pure positional layer counts as outside: the paper's letter model has none
     measured = "; ".join(f"seed {run.seed}: pure symbolic layers {layer_text(sorted(pure(run, 'symbolic')))}, pure "
@@ -81,8 +81,8 @@ def learning_section(runs: list[Run], config: ReportConfig) -> Section:
             continue
         section.figures.append((f"{run.task}: accuracy per hop over training",
                                 plotting.accuracy_by_hops(analysis.hop_accuracy(run.dynamics))))
-        section.figures.append((f"{run.task}: per-layer scores and attention entropy over training",
-                                plotting.learning_dynamics(run.dynamics, columns=("positional", "symbolic", "entropy"))))
+        per_layer = plotting.learning_dynamics(run.dynamics, columns=("positional", "symbolic", "entropy"))
+        section.figures.append((f"{run.task}: per-layer scores and attention entropy over training", per_layer))
         section.figures.append((f"{run.task}: pure heads over training", plotting.pure_head_counts(run.dynamics)))
         section.figures.append(_swap_example(run))
     return section
@@ -118,11 +118,11 @@ def index_flow(model: Any, task: Any, tokens: Any) -> pd.DataFrame:
 
 
 def _index_flow(runs: list[Run], config: ReportConfig, section: Section) -> Claim:
-    run = shipped_number(runs)
-    if run is None:
+    weights = shipped_number(runs)
+    if weights is None:
         return not_measured("index_flow", "no number model")
-    tokens = task_prompts(run, config)
-    flow = index_flow(run.shipped.model, run.shipped.task, tokens)
+    tokens = task_prompts(weights, config)
+    flow = index_flow(weights.model, weights.task, tokens)
     section.figures.append(("Figure 3A: number model, mean attention along each Index hop, per layer",
                             plotting.hop_attention(flow)))
     table = flow.groupby(["hops", "step", "layer"])["attention"].mean().unstack("layer").round(3).reset_index()
@@ -139,7 +139,7 @@ def relabelled(dynamics: pd.DataFrame, gamma: float) -> pd.DataFrame:
     """A dynamics table with every head's label recomputed at ``gamma`` from its stored scores."""
     from psheads.measure.methods import label
 
-    labels = [label(p, s, gamma) for p, s in zip(dynamics["positional"], dynamics["symbolic"])]
+    labels = [label(p, s, gamma) for p, s in zip(dynamics["positional"], dynamics["symbolic"], strict=True)]
     return dynamics.assign(label=pd.Categorical(labels, categories=dynamics["label"].cat.categories)
                            if isinstance(dynamics["label"].dtype, pd.CategoricalDtype) else labels)
 
@@ -204,7 +204,8 @@ def _entropy_at_init(runs: list[Run], config: ReportConfig, section: Section) ->
         if run.shipped is None:
             continue
         task = run.shipped.task  # the task it was trained on (its recorded options)
-        with tempfile.TemporaryDirectory() as folder:  # the untrained model of the run's seed, booted as trained ones are
+        # the untrained model of the run's seed, booted as trained ones are
+        with tempfile.TemporaryDirectory() as folder:
             checkpoints.save_model(training.build_model(task, training.TrainConfig(seed=run.seed)), folder)
             task_tokenizer(task).save_pretrained(folder)
             booted = zoo.boot_local(folder)
@@ -236,6 +237,7 @@ def _swap_example(run: Run) -> tuple[str, go.Figure]:
     from psheads.measure.scoring import swap_attention
     from psheads.tasks import checked_batch
 
+    assert run.shipped is not None  # learning_section draws runs with weights only
     final = run.dynamics[run.dynamics["step"] == _weights_step(run)]
     column = "positional" if run.task == "number" else "symbolic"
     best = final.loc[(final[column] - final["positional" if column == "symbolic" else "symbolic"]).idxmax()]

@@ -35,9 +35,8 @@ def length_section(runs: list[Run], config: ReportConfig) -> Section:
                       "Accuracy against prompt length from the shipped curves (512 prompts per length), re-measured "
                       "live at a few lengths; the worst-case discrepancy of every head from the stored table.")
     curves = []
-    shipped_runs = {run.task: run for run in runs if run.shipped is not None}
-    for task, run in shipped_runs.items():
-        shipped = run.shipped
+    shipped_runs = {run.task: run.shipped for run in runs if run.shipped is not None}
+    for task, shipped in shipped_runs.items():
         live = length_generalization(shipped.model, shipped.task, lengths=config.check_lengths,
                                      n=config.check_prompts, seed=config.seed + 1, progress=False)
         if shipped.length_generalization is None:  # a retrained model: only the live lengths

@@ -33,9 +33,9 @@ def llm_section(runs: list[Run], config: ReportConfig) -> Section:
                    & (summary["method"] == "swap") & (summary["score"] == "positional")].set_index("group")
     early, late = float(rows.loc["early", "median"]), float(rows.loc["late", "median"])
     low, high = float(rows.loc["late - early", "median_ci_low"]), float(rows.loc["late - early", "median_ci_high"])
-    section.claims.append(graded("llm_early_late", f"median s_POS {early:.3f} (layers {rows.loc['early', 'layers']}) vs "
-                                 f"{late:.3f} (layers {rows.loc['late', 'layers']}), late − early 95% CI [{low:.3f}, "
-                                 f"{high:.3f}]", (low, high), comparable=other_model))
+    section.claims.append(graded("llm_early_late", f"median s_POS {early:.3f} (layers {rows.loc['early', 'layers']}) "
+                                 f"vs {late:.3f} (layers {rows.loc['late', 'layers']}), late − early 95% CI "
+                                 f"[{low:.3f}, {high:.3f}]", (low, high), comparable=other_model))
     r = correlation[(correlation["prompts"] == "natural") & (correlation["method"] == "swap")
                     & (correlation["layer_kind"] == "all")].iloc[0]
     section.claims.append(graded("llm_correlation", f"r = {r['r']:.3f} over {int(r['n'])} heads (95% CI "

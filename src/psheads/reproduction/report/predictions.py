@@ -33,7 +33,7 @@ def prediction_section(runs: list[Run], config: ReportConfig) -> Section:
         section.claims.append(not_measured("margins", "no pure positional number head or pure symbolic letter layer"))
         return section
     section.claims.append(graded(
-        "margins", f"at {int(last['length'].iloc[0])} tokens {shrunk} of {len(positional)} pure positional number heads "
-        f"have normalised discrepancy ≤ 0; {kept_positive} of {len(kept)} pure symbolic letter layers stay > 0 at "
-        "every length", (shrunk / len(positional), kept_positive / len(kept))))
+        "margins", f"at {int(last['length'].iloc[0])} tokens {shrunk} of {len(positional)} pure positional number "
+        f"heads have normalised discrepancy ≤ 0; {kept_positive} of {len(kept)} pure symbolic letter layers stay > 0 "
+        "at every length", (shrunk / len(positional), kept_positive / len(kept))))
     return section

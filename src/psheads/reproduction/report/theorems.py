@@ -43,7 +43,8 @@ def theory_section(runs: list[Run], config: ReportConfig) -> Section:
     above = margins[margins["exact"] > margins["upper (n = L)"] + rules.BOUND_SLACK]
     section.claims.append(graded(
         "theorem_3_2", "exact worst cases at L = 2…n0 for both constructions; above the bound at n = L: "
-        + (", ".join(f"{kind} L = {length}" for kind, length in zip(above["construction"], above["length"])) or "none"),
+        + (", ".join(f"{kind} L = {length}"
+                     for kind, length in zip(above["construction"], above["length"], strict=True)) or "none"),
         margins))
     section.claims.append(_figure_5a(runs, config, section))
     return section
@@ -70,7 +71,7 @@ def second_layer_ids(runs: list[Run], config: ReportConfig) -> dict[str, float]:
     for run in runs:
         if run.shipped is None:
             continue
-        heads = frequency_profile(run.shipped.model, task_prompts(run, config), layers=[1], progress=False,
+        heads = frequency_profile(run.shipped.model, task_prompts(run.shipped, config), layers=[1], progress=False,
                                   weighting="softmax", scale=False).heads
         out[run.task] = float(heads["mean_frequency_id"].mean())
     return out

@@ -4,6 +4,7 @@ frequency ID and per frequency band, the bands by ID or by period.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -37,7 +38,7 @@ def _band_table(max_plane: int, bands: Any) -> list[tuple[str, int, int]]:
         if not table:
             raise ValueError("bands must name at least one band.")
         table.sort(key=lambda row: row[1])
-        for (name_a, _, last_a), (name_b, first_b, _) in zip(table, table[1:]):
+        for (name_a, _, last_a), (name_b, first_b, _) in itertools.pairwise(table):
             if first_b <= last_a:
                 raise ValueError(f"bands {name_a!r} and {name_b!r} overlap.")
         return table
@@ -55,11 +56,11 @@ def _period_table(period_edges: Any) -> list[tuple[str, float, float]]:
     if isinstance(period_edges, (str, bytes)) or not isinstance(period_edges, Iterable):
         raise TypeError(f"period_edges must be a list of periods in tokens, e.g. [16, 256], got {period_edges!r}.")
     edges = [validation.number(value, "period_edges item", above=0.0) for value in period_edges]
-    if not edges or any(b <= a for a, b in zip(edges, edges[1:])):
+    if not edges or any(b <= a for a, b in itertools.pairwise(edges)):
         raise ValueError(f"period_edges must be a non-empty increasing list, got {edges}.")
     bounds = [0.0, *edges, math.inf]
     table = []
-    for low, high in zip(bounds, bounds[1:]):
+    for low, high in itertools.pairwise(bounds):
         if low == 0.0:
             name = f"period < {high:g}"
         elif math.isinf(high):
@@ -90,6 +91,8 @@ def add_frequency_band(scores: pd.DataFrame, bands: int | Mapping[str, tuple[int
     planes = scores["plane"].to_numpy()
     rotated = planes[planes > 0]
     out = scores.copy()
+    table: Sequence[tuple[str, float, float]]
+    names: list[str | None]
     if period_edges is not None:
         table = _period_table(period_edges)
         theta = scores["theta"].to_numpy(dtype=float)
@@ -101,14 +104,14 @@ def add_frequency_band(scores: pd.DataFrame, bands: int | Mapping[str, tuple[int
         if rotated.size == 0:
             raise ValueError("add_frequency_band: the frame has no rotated planes (plane > 0).")
         table = _band_table(int(rotated.max()), bands)
-        names, index = [], []
+        names, ids = [], []
         for plane in planes:
             match = next(((i, name) for i, (name, first, last) in enumerate(table, 1) if first <= plane <= last), None)
             names.append(match[1] if match else None)
-            index.append(match[0] if match else -1)
-        index = np.asarray(index)
+            ids.append(match[0] if match else -1)
+        index = np.asarray(ids)
     unrotated = planes == 0
-    out["band"] = [UNROTATED if zero else name for zero, name in zip(unrotated, names)]
+    out["band"] = [UNROTATED if zero else name for zero, name in zip(unrotated, names, strict=True)]
     out["band_index"] = np.where(unrotated, len(table) + 1, index).astype(int)
     return out
 
@@ -157,9 +160,9 @@ def frequency_summary(scores: pd.DataFrame, *, columns: Sequence[str] = SCORE_CO
         centre = float(np.median(theta))
         period = 2 * math.pi / centre if centre > 0 else math.inf
         for column in columns:
-            rows.append({**dict(zip([*by, "plane"], key)), "theta": centre, "theta_min": float(theta.min()),
-                         "theta_max": float(theta.max()), "period": period, "score": column,
-                         **describe(finite_values(part[column]), q)})
+            rows.append({**dict(zip([*by, "plane"], key, strict=True)), "theta": centre,
+                         "theta_min": float(theta.min()), "theta_max": float(theta.max()), "period": period,
+                         "score": column, **describe(finite_values(part[column]), q)})
     out = pd.DataFrame(rows)
     out["plane"] = out["plane"].astype(int)
     banded = add_frequency_band(out, bands=bands, period_edges=period_edges)
@@ -197,8 +200,9 @@ def band_summary(scores: pd.DataFrame, *, columns: Sequence[str] = SCORE_COLUMNS
         key = key if isinstance(key, tuple) else (key,)
         planes = sorted(int(plane) for plane in part["plane"].unique())
         for column in columns:
-            rows.append({**dict(zip(by, key[:-1])), "band": part["band"].iloc[0], "band_index": int(key[-1]),
-                         "planes": layer_text(planes), "score": column, **describe(finite_values(part[column]), q)})
+            rows.append({**dict(zip(by, key[:-1], strict=True)), "band": part["band"].iloc[0],
+                         "band_index": int(key[-1]), "planes": layer_text(planes), "score": column,
+                         **describe(finite_values(part[column]), q)})
     out = pd.DataFrame(rows)
     out.attrs["quantiles"] = q
     return out

@@ -119,7 +119,8 @@ def layer_summary(scores: pd.DataFrame, *, columns: Sequence[str] = SCORE_COLUMN
     for key, part in frame.groupby([*by, "layer"], sort=True):
         key = key if isinstance(key, tuple) else (key,)
         for column in columns:
-            rows.append({**dict(zip([*by, "layer"], key)), "score": column, **describe(finite_values(part[column]), q)})
+            rows.append({**dict(zip([*by, "layer"], key, strict=True)), "score": column,
+                         **describe(finite_values(part[column]), q)})
     out = pd.DataFrame(rows)
     out["layer"] = out["layer"].astype(int)
     out.attrs["quantiles"] = q
@@ -145,7 +146,7 @@ def label_counts(scores: pd.DataFrame, *, by: str | Sequence[str] = ()) -> pd.Da
         key = key if isinstance(key, tuple) else (key,)
         counts = part["label"].value_counts(sort=False)
         for label in sorted(counts.index[counts > 0], key=str):
-            rows.append({**dict(zip(by, key)), "label": label, "n": int(counts[label]),
+            rows.append({**dict(zip(by, key, strict=True)), "label": label, "n": int(counts[label]),
                          "share": float(counts[label] / len(part))})
     return pd.DataFrame(rows)
 
@@ -163,7 +164,7 @@ def _compare(frame: pd.DataFrame, group_of: Mapping[int, str], order: tuple[str,
     groups = frame.groupby(list(by), sort=True) if by else [((), frame)]
     for key, part in groups:
         key = key if isinstance(key, tuple) else (key,)
-        base = dict(zip(by, key))
+        base = dict(zip(by, key, strict=True))
         for column in columns:
             medians = {}
             for group in order:
@@ -228,9 +229,11 @@ def early_late(scores: pd.DataFrame, split: int | None = None, *, columns: Seque
     seed = validation.seed(seed)
     frame = check_scores(scores, "early_late", columns, by, per_plane=False)
     if split is None and by and frame.groupby(list(by)).ngroups > 1:  # each group splits its own layers
-        parts = [early_late(part.assign(**dict(zip(by, key if isinstance(key, tuple) else (key,)))), None,
-                            columns=columns, quantiles=quantiles, by=by, confidence=confidence, n_boot=n_boot,
-                            seed=seed) for key, part in frame.groupby(list(by), sort=True)]
+        parts = []
+        for key, part in frame.groupby(list(by), sort=True):
+            values: dict[str, Any] = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True))
+            parts.append(early_late(part.assign(**values), None, columns=columns, quantiles=quantiles, by=by,
+                                    confidence=confidence, n_boot=n_boot, seed=seed))
         out = pd.concat(parts, ignore_index=True)
         out.attrs.update({name: value for name, value in parts[0].attrs.items() if name != "split"})
         splits = {tuple(part[list(by)].iloc[0]): part.attrs["split"] for part in parts}
@@ -377,10 +380,10 @@ def correlation(scores: pd.DataFrame, x: str = "positional", y: str = "symbolic"
     """
     if method not in ("fisher", "bootstrap"):
         raise ValueError(f"method must be 'fisher' or 'bootstrap', got {method!r}.")
-    x, y = column_names(x, "x"), column_names(y, "y")
-    if len(x) != 1 or len(y) != 1:
+    xs, ys = column_names(x, "x"), column_names(y, "y")
+    if len(xs) != 1 or len(ys) != 1:
         raise TypeError("x and y must each be one column name.")
-    (x,), (y,) = x, y
+    (x,), (y,) = xs, ys
     by = column_names(by, "by")
     confidence = confidence_level(confidence)
     n_boot = validation.integer(n_boot, "n_boot", minimum=1)
@@ -411,13 +414,19 @@ def correlation(scores: pd.DataFrame, x: str = "positional", y: str = "symbolic"
             spearman = float(pearson(ranks[:, 0], ranks[:, 1]))
         else:
             spearman = math.nan
-        rows.append({**dict(zip(by, key)), "x": x, "y": y, "n": n, "r": r, "ci_low": low, "ci_high": high,
+        rows.append({**dict(zip(by, key, strict=True)), "x": x, "y": y, "n": n, "r": r, "ci_low": low, "ci_high": high,
                      "ci_method": method, "confidence": confidence, "spearman": spearman})
     return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------------------------
 # heads that share a KV head
+
+
+def _agreement(labels: list[np.ndarray], pairs: list[np.ndarray]) -> float:
+    """The share of ``pairs`` (per layer, ``[n, 2]`` head indices) whose two heads' ``labels`` agree."""
+    same = sum(int((values[p[:, 0]] == values[p[:, 1]]).sum()) for values, p in zip(labels, pairs, strict=True))
+    return same / sum(len(p) for p in pairs)
 
 
 def kv_group_agreement(scores: pd.DataFrame, *, by: str | Sequence[str] = (), n_shuffles: int = 2000,
@@ -457,16 +466,12 @@ def kv_group_agreement(scores: pd.DataFrame, *, by: str | Sequence[str] = (), n_
                            if r["kv_head"].iloc[a] == r["kv_head"].iloc[b]], dtype=int).reshape(-1, 2)
                  for r in layers]
         n_pairs = sum(len(p) for p in pairs)
-
-        def share(per_layer: list[np.ndarray]) -> float:
-            same = sum(int((values[p[:, 0]] == values[p[:, 1]]).sum()) for values, p in zip(per_layer, pairs))
-            return same / n_pairs
-
-        row: dict[str, Any] = {**dict(zip(by, key)), "pairs": n_pairs}
-        testable = any(len(p) < len(r) * (len(r) - 1) // 2 for p, r in zip(pairs, layers) if len(p))
+        row: dict[str, Any] = {**dict(zip(by, key, strict=True)), "pairs": n_pairs}
+        testable = any(len(p) < len(r) * (len(r) - 1) // 2 for p, r in zip(pairs, layers, strict=True) if len(p))
         if n_pairs:
-            observed = share(labels)
-            baseline = np.array([share([rng.permutation(values) for values in labels]) for _ in range(n_shuffles)])
+            observed = _agreement(labels, pairs)
+            baseline = np.array([_agreement([rng.permutation(values) for values in labels], pairs)
+                                 for _ in range(n_shuffles)])
             row.update(agreement=observed, baseline_mean=float(baseline.mean()),
                        baseline_q95=float(np.quantile(baseline, 0.95)),
                        p_value=float((1 + (baseline >= observed).sum()) / (1 + n_shuffles)))
