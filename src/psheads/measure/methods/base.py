@@ -245,10 +245,10 @@ class ScoreConfig(PromptConfig):
         """Plain-JSON form: the method's options next to ``method``, as keys of their own."""
         out: dict[str, Any] = {}
         for name, value in super().to_dict().items():
-            if name == "parameters":
+            if name == "parameters" and value is not None:
                 out.update({key: list(v) if isinstance(v, tuple) else v
-                            for key, v in ({} if value is None else dataclasses.asdict(self.parameters)).items()})
-            else:
+                            for key, v in dataclasses.asdict(value).items()})
+            elif name != "parameters":
                 out[name] = value
         return out
 
