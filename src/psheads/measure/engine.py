@@ -62,7 +62,7 @@ class KeyLogits:
         sinks: ``[*lead]`` the heads' attention-sink logits, or None.
     """
 
-    positions: Float[Tensor, "*lead n k"]
+    positions: Float[Tensor, "*#lead n k"]
     tokens: Float[Tensor, "*lead n k"]
     other: Float[Tensor, "*lead n_other"]
     softcap: float | None

@@ -129,21 +129,25 @@ def extend_tables(
 
 
 def rotate(
-    x: Float[Tensor, "*batch pos d_head"],
-    cos: Float[Tensor, "pos d_head"],
-    sin: Float[Tensor, "pos d_head"],
+    x: Float[Tensor, "*#batch d_head"],
+    cos: Float[Tensor, "*#batch d_head"],
+    sin: Float[Tensor, "*#batch d_head"],
     layout: PlaneLayout,
-) -> Float[Tensor, "*batch pos d_head"]:
-    """Apply RoPE as the model does: ``x * cos + sign * x[partner] * sin``, per position."""
+) -> Float[Tensor, "*#batch d_head"]:
+    """Apply RoPE as the model does: ``x * cos + sign * x[partner] * sin``, per position.
+
+    The tables' leading dims broadcast against ``x``'s: ``[pos, d_head]`` rows for x's positions,
+    one ``[d_head]`` row for a single position.
+    """
     return x * cos + layout.sign.to(x) * x[..., layout.partner.to(x.device)] * sin
 
 
 def rotation_bound(
-    x: Float[Tensor, "*batch pos d_head"],
-    cos: Float[Tensor, "pos d_head"],
-    sin: Float[Tensor, "pos d_head"],
+    x: Float[Tensor, "*#batch d_head"],
+    cos: Float[Tensor, "*#batch d_head"],
+    sin: Float[Tensor, "*#batch d_head"],
     layout: PlaneLayout,
-) -> Float[Tensor, "*batch pos d_head"]:
+) -> Float[Tensor, "*#batch d_head"]:
     """Componentwise bound on ``|rotate(x)|``: ``|x| · |cos| + |x[partner]| · |sin|``."""
     magnitude = x.abs()
     return magnitude * cos.abs() + magnitude[..., layout.partner.to(x.device)] * sin.abs()
@@ -173,14 +177,15 @@ def frequency_order(theta: Float[Tensor, " plane"]) -> Int[Tensor, " plane"]:
 
 
 def frequency_logits(
-    q_rot: Float[Tensor, "*batch head d_head"],
-    k_rot: Float[Tensor, "*batch key head d_head"],
+    q_rot: Float[Tensor, "*#batch head d_head"],
+    k_rot: Float[Tensor, "*#batch key head d_head"],
     layout: PlaneLayout,
     scale: float,
-) -> Float[Tensor, "*batch head plane key"]:
+) -> Float[Tensor, "*#batch head plane key"]:
     """Per-plane pre-softmax logits from one (rotated) query to rotated keys.
 
-    ``k_rot`` must already be expanded to the query heads (GQA). Computed in fp64.
+    ``k_rot`` must already be expanded to the query heads (GQA); the leading dims broadcast (one
+    set of keys for many queries). Computed in fp64.
     """
     products = q_rot.double().unsqueeze(-3) * k_rot.double()  # [*batch, key, head, d_head]
     logits = torch.einsum("...khd,dp->...hpk", products, layout.membership().to(products.device))
@@ -243,7 +248,7 @@ def _positions(values: list[int]) -> slice | list[int]:
 
 
 def plane_factors(
-    positions: Float[Tensor, "*batch position factor"],
+    positions: Float[Tensor, "*#batch position factor"],
     tokens: Float[Tensor, "*batch token factor"],
     n_planes: int,
 ) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
@@ -264,7 +269,7 @@ def plane_factors(
 
 
 def plane_products(
-    positions: Float[Tensor, "*batch position factor"],
+    positions: Float[Tensor, "*#batch position factor"],
     tokens: Float[Tensor, "*batch token factor"],
     n_planes: int,
 ) -> Float[Tensor, "*batch plane position token"]:
