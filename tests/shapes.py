@@ -82,15 +82,15 @@ def checked(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-VALIDATED_BY_PSHEADS = frozenset({"psheads.tasks.base.TaskBatch"})
-"""Dataclasses whose fields are not checked when built: users' tasks build them, and psheads
-validates them itself (``psheads.tasks.checked_batch``), naming what to fix."""
+VALIDATED_BY_PSHEADS = frozenset({"TaskBatch"})
+"""Dataclasses (by name) whose fields are not checked when built: users' tasks build them, and
+psheads validates them itself (``psheads.tasks.checked_batch``), naming what to fix."""
 
 
 def _check_members(cls: type) -> None:
     """Check the shapes of ``cls``'s own methods, properties and (dataclass) ``__init__``."""
     for name, member in list(vars(cls).items()):
-        if name == "__init__" and f"{cls.__module__}.{cls.__qualname__}" in VALIDATED_BY_PSHEADS:
+        if name == "__init__" and cls.__qualname__ in VALIDATED_BY_PSHEADS:
             continue
         if isinstance(member, (staticmethod, classmethod)) and declares_shapes(member.__func__):
             setattr(cls, name, type(member)(checked(member.__func__)))

@@ -6,9 +6,9 @@ import jaxtyping
 import pytest
 import torch
 
+from psheads import tasks
 from psheads.measure.engine import KeyLogits
 from psheads.rope import geometry
-from psheads.tasks import base as tasks_base
 from tests.shapes import shaped_modules
 
 
@@ -21,7 +21,7 @@ def test_the_shaped_modules_are_found() -> None:
 
 def test_only_functions_with_shapes_are_wrapped() -> None:
     """No extra stack frame where no shape is declared: a warning's stacklevel still points at the caller."""
-    assert hasattr(geometry.rotate, "__wrapped__") and not hasattr(tasks_base.check_settings, "__wrapped__")
+    assert hasattr(geometry.rotate, "__wrapped__") and not hasattr(tasks.check_settings, "__wrapped__")
 
 
 def test_a_wrong_rank_is_refused() -> None:
