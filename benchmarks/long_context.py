@@ -20,6 +20,7 @@ allocated before the call (the weights). ``--dtype`` sets the weights' dtype (bf
 use its flash kernels on a GPU).
 
 Usage: python benchmarks/long_context.py --weights smollm2-135m --lengths 8192 [--calls forward sdpa anova swap]
+       [--precision float32]
        python benchmarks/long_context.py --weights random --lengths 2048 32768 --device cuda --calls sdpa anova swap
 """
 
@@ -66,8 +67,10 @@ def prompt(model, weights: str, length: int) -> torch.Tensor:
 class Calls:
     """The calls on one model directory, booted once on ``device``."""
 
-    def __init__(self, directory: str, weights: str, device: str, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(self, directory: str, weights: str, device: str, dtype: torch.dtype = torch.float32,
+                 precision: str = "auto") -> None:
         self.directory, self.weights, self.device, self.dtype = directory, weights, device, dtype
+        self.precision = precision
         self.model = zoo.boot_local(directory, dtype=dtype, device=device)
         self.hf: transformers.PreTrainedModel | None = None
         self.lens: psheads.RopeLens | None = None
@@ -93,12 +96,12 @@ class Calls:
         else:
             if self.lens is None:
                 self.lens = psheads.RopeLens(self.model)
-            lens = self.lens
+            lens, precision = self.lens, self.precision
             # warm-up: the self-check, and the pair kernel's compilation past its threshold
-            psheads.score_heads(lens, tokens[:, :2048], method=call, batch_size=1, progress=False)
+            psheads.score_heads(lens, tokens[:, :2048], method=call, batch_size=1, precision=precision, progress=False)
 
             def run() -> None:
-                psheads.score_heads(lens, tokens, method=call, batch_size=1, progress=False)
+                psheads.score_heads(lens, tokens, method=call, batch_size=1, precision=precision, progress=False)
         if call in ("forward", "sdpa"):
             with torch.no_grad():
                 forward(tokens[:, :64].to(self.device))  # warm-up
@@ -122,9 +125,9 @@ class Calls:
         return {"seconds": time.perf_counter() - start, "peak_mb": (torch.cuda.max_memory_allocated() - base) / 2**20}
 
 
-def child(directory: str, weights: str, call: str, length: int, dtype: str) -> None:
+def child(directory: str, weights: str, call: str, length: int, dtype: str, precision: str) -> None:
     """One CPU call in this process; prints ``{"seconds": …, "peak_mb": …}``."""
-    print(json.dumps(Calls(directory, weights, "cpu", getattr(torch, dtype)).measure(call, length)))
+    print(json.dumps(Calls(directory, weights, "cpu", getattr(torch, dtype), precision).measure(call, length)))
 
 
 def main() -> None:
@@ -134,11 +137,13 @@ def main() -> None:
     parser.add_argument("--calls", nargs="+", choices=CALLS, default=list(CALLS))
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--precision", default="auto", choices=["auto", "float64", "float32"],
+                        help="score_heads' precision policy (the analysis dtype)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds one CPU call may take")
-    parser.add_argument("--child", nargs=5, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=6, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        child(args.child[0], args.child[1], args.child[2], int(args.child[3]), args.child[4])
+        child(args.child[0], args.child[1], args.child[2], int(args.child[3]), args.child[4], args.child[5])
         return
     with tempfile.TemporaryDirectory() as scratch:
         if args.weights in RANDOM:
@@ -147,9 +152,10 @@ def main() -> None:
             directory = zoo.load_pretrained(args.weights).info["directory"]
         where = (torch.cuda.get_device_name() if args.device == "cuda"
                  else f"CPU, torch threads {torch.get_num_threads()}")
-        print(f"{args.weights} in {args.dtype}, one prompt per call; {where}")
+        print(f"{args.weights} in {args.dtype}, one prompt per call, precision={args.precision}; {where}")
         print(f"{'tokens':>6} {'call':>8} {'seconds':>9} {'peak MB':>9}")
-        calls = Calls(directory, args.weights, "cuda", getattr(torch, args.dtype)) if args.device == "cuda" else None
+        calls = (Calls(directory, args.weights, "cuda", getattr(torch, args.dtype), args.precision)
+                 if args.device == "cuda" else None)
         for length in args.lengths:
             for call in args.calls:
                 if calls is not None:
@@ -157,7 +163,8 @@ def main() -> None:
                 else:
                     try:
                         out = subprocess.run([sys.executable, __file__, "--child", directory, args.weights, call,
-                                              str(length), args.dtype], capture_output=True, text=True, check=True,
+                                              str(length), args.dtype, args.precision], capture_output=True,
+                                             text=True, check=True,
                                              timeout=args.timeout, env={**os.environ, **LIVE_MEMORY_ENV})
                     except subprocess.TimeoutExpired:
                         print(f"{length:>6} {call:>8} {'> ' + str(int(args.timeout)):>9} {'—':>9}", flush=True)

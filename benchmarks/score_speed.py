@@ -11,6 +11,7 @@ model runs on the GPU, every timing ends with a device synchronisation, and the 
 memory measurement (CPU only) are left out.
 
 Usage: python benchmarks/score_speed.py [--prompts 128] [--oracle-prompts 8] [--memory 256 2048] [--device cuda]
+       [--precisions auto float32]
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--memory", type=int, nargs=2, default=[256, 2048])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--precisions", nargs="+", default=["auto"], choices=["auto", "float64", "float32"],
+                        help="score_heads' precision policies (the analysis dtype), timed side by side")
     parser.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child is not None:
@@ -93,12 +96,16 @@ def main() -> None:
             for start in range(0, len(tokens), args.batch_size):
                 model(on_device[start : start + args.batch_size])
 
-    runs = {
-        "score_heads(model, prompts)": lambda: score_heads(model, tokens, batch_size=args.batch_size, progress=False),
-        "score_heads(lens, prompts)": lambda: score_heads(lens, tokens, batch_size=args.batch_size, progress=False),
-        "score_heads(model, prompts, method='anova')": lambda: score_heads(
-            model, tokens, method="anova", batch_size=args.batch_size, progress=False),
-    }
+    runs = {}
+    for precision in args.precisions:
+        options = {"batch_size": args.batch_size, "precision": precision, "progress": False}
+        named = "" if args.precisions == ["auto"] else f", precision='{precision}'"
+        runs.update({
+            f"score_heads(model, prompts{named})": lambda o=options: score_heads(model, tokens, **o),
+            f"score_heads(lens, prompts{named})": lambda o=options: score_heads(lens, tokens, **o),
+            f"score_heads(model, prompts, method='anova'{named})": lambda o=options: score_heads(
+                model, tokens, method="anova", **o),
+        })
     blocks = make_blocks(range(LENGTH - 1), 1)
 
     def oracle() -> None:
@@ -117,13 +124,14 @@ def main() -> None:
     where = torch.cuda.get_device_name() if args.device == "cuda" else f"torch threads {torch.get_num_threads()}"
     print(f"paper-B GPT-J (12 layers x 1 head, hidden 128), {args.prompts} prompts of {LENGTH} tokens, "
           f"batch {args.batch_size}, {where}")
-    print(f"{'plain forward (best of 5)':45s} {t_plain * 1e3:8.1f} ms")
+    width = max(45, *map(len, fasts))
+    print(f"{'plain forward (best of 5)':{width}s} {t_plain * 1e3:8.1f} ms")
     for name, times in fasts.items():
-        print(f"{name:45s} {min(times) * 1e3:8.1f} ms   {min(times) / t_plain:5.2f}x the plain forward")
+        print(f"{name:{width}s} {min(times) * 1e3:8.1f} ms   {min(times) / t_plain:5.2f}x the plain forward")
     if args.device != "cpu":
         return
     t_oracle = timed(oracle)
-    per_fast = min(fasts["score_heads(model, prompts)"]) / args.prompts
+    per_fast = min(next(iter(fasts.values()))) / args.prompts
     per_oracle = t_oracle / args.oracle_prompts
     print(f"per prompt: score_heads {per_fast * 1e3:.2f} ms, oracle (swap and re-run) {per_oracle * 1e3:.1f} ms "
           f"-> score_heads is {per_oracle / per_fast:.0f}x faster")

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import psheads
+from psheads.rope import precision as precision_module
 from psheads.rope.backends.facts import input_device
 from psheads.tasks import checked_batch
 from tests import helpers
@@ -24,16 +25,19 @@ def models() -> tuple:
     return psheads.load_pretrained("number"), psheads.load_pretrained("number", device="cuda")
 
 
+@pytest.mark.parametrize("precision", ["auto", "float32"])  # auto: float64 on a full-rate GPU (H100/H200)
 @pytest.mark.parametrize("length", [None, 600])  # task prompts (every pair from M), long ones (heavy rows)
 @pytest.mark.parametrize("method", ["swap", "anova"])
-def test_scores_on_cuda_equal_the_cpu(models: tuple, method: str, length: int | None) -> None:
+def test_scores_on_cuda_equal_the_cpu(models: tuple, method: str, length: int | None, precision: str) -> None:
     cpu, cuda = models
     if length is None:
         prompts = checked_batch(cpu.task, 64, seed=3).tokens
     else:
         prompts = torch.randint(0, cpu.model.cfg.d_vocab, (4, length), generator=torch.Generator().manual_seed(3))
     on_cpu = psheads.score_heads(cpu.model, prompts, method=method, progress=False)
-    on_cuda = psheads.score_heads(cuda.model, prompts, method=method, progress=False)
+    on_cuda = psheads.score_heads(cuda.model, prompts, method=method, precision=precision, progress=False)
+    expected = precision_module.analysis_dtype(precision, torch.device("cuda"))
+    assert on_cuda.attrs["analysis_dtype"] == str(expected).removeprefix("torch.")
     assert on_cuda["label"].tolist() == on_cpu["label"].tolist()
     numeric = on_cpu.select_dtypes("number").columns
     # fp32 forwards differ in rounding between the devices; the scores are fp64 after the capture

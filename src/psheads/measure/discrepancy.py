@@ -47,7 +47,7 @@ from psheads.interface.distributed import fingerprint, ordered_map
 from psheads.interface.progress import progress_bar
 from psheads.measure.engine import CHUNK_BYTES
 from psheads.results import schema
-from psheads.rope import geometry
+from psheads.rope import geometry, precision
 from psheads.rope.backends.facts import tokenizer_of
 from psheads.rope.inputs import check_tokens
 from psheads.rope.layer import LayerCapture, LayerGeometry, rotated_keys, rotated_query
@@ -153,6 +153,7 @@ def discrepancy(model: Any, task: Task | str, lengths: Iterable[int] | None = No
     """
     model_name = schema.model_name(model_name)
     lens = as_lens(model)
+    precision.require_float64(lens.backend.device, "discrepancy")
     task = task_for_model(task, lens.model)
     n, seed = validation.integer(n, "n", minimum=1), validation.seed(seed)
     batch_size = validation.integer(batch_size, "batch_size", minimum=1)

@@ -31,7 +31,7 @@ from torch import Tensor
 from psheads.interface.distributed import fingerprint, ordered_map
 from psheads.interface.progress import progress_bar
 from psheads.measure.prompts import KeyGroup, PromptSet
-from psheads.rope import geometry
+from psheads.rope import geometry, precision
 from psheads.rope.layer import LayerCapture, LayerGeometry, weighted_query
 from psheads.rope.lens import RopeLens
 
@@ -202,29 +202,30 @@ def _index(positions: Sequence[int], device: torch.device) -> slice | Tensor:
 
 
 def key_logits(geo: LayerGeometry, capture: LayerCapture, group: KeyGroup, heads: Tensor,
-               by_frequency: bool) -> list[KeyLogits]:
-    """The factored logits of a group's prompts and ``heads``: one whole-head view, or with
-    ``by_frequency`` two per-plane views (the F rotated planes, then the unrotated dims)."""
+               by_frequency: bool, dtype: torch.dtype = torch.float64) -> list[KeyLogits]:
+    """The factored logits of a group's prompts and ``heads`` in ``dtype`` (the analysis dtype,
+    ``psheads.rope.precision``): one whole-head view, or with ``by_frequency`` two per-plane views
+    (the F rotated planes, then the unrotated dims)."""
     device = capture.k.device
     rows = _index(group.rows, device)
-    cos, sin = capture.full_tables
+    cos, sin = (table.to(dtype) for table in capture.full_tables)
     t = group.query
-    q = capture.q[rows, 0][:, _index(heads.tolist(), device)].double()  # [g, h, d]
+    q = capture.q[rows, 0][:, _index(heads.tolist(), device)].to(dtype)  # [g, h, d]
     q_rot = weighted_query(geo, geometry.rotate(q, cos[t], sin[t], geo.layout))
     k = rearrange(capture.k[rows], "prompt pos kv d -> prompt kv pos d")
     k = k[:, _index(geo.kv_head_of[heads].tolist(), device)]
     swappable, others = _index(group.swappable, device), _index(group.others, device)
     positions, tokens = geometry.position_token_factors(q_rot, k[:, :, swappable], cos[swappable], sin[swappable],
                                                         geo.layout, geo.scale)
-    k_other = geometry.rotate(k[:, :, others].double(), cos[others], sin[others], geo.layout)
+    k_other = geometry.rotate(k[:, :, others].to(dtype), cos[others], sin[others], geo.layout)
     products = q_rot.unsqueeze(-2) * k_other * geo.scale  # [g, h, n_other, d]
     if not by_frequency:
         sinks = geo.sink_logits()  # per head of one layer (stacked layers share their sinks)
-        sinks = None if sinks is None else sinks[heads.cpu() % len(sinks)].to(device).expand(len(group.rows), -1)
+        sinks = None if sinks is None else sinks[heads.cpu() % len(sinks)].to(device, dtype).expand(len(group.rows), -1)
         return [KeyLogits(positions, tokens, products.sum(-1), geo.softcap, sinks)]
     planes = geo.n_planes
     (p, t_), (p0, t0) = geometry.plane_factors(positions, tokens, planes)  # [(g, h,) plane, n, 2 or 1]
-    o = rearrange(products @ geo.layout.membership().to(device), "... other plane -> ... plane other")
+    o = rearrange(products @ geo.layout.membership().to(products), "... other plane -> ... plane other")
     unrotated = KeyLogits(p0, t0, o[:, :, planes:], geo.softcap)
     if planes == 0:  # a layer without RoPE: plane 0 is the whole head
         return [unrotated]
@@ -245,6 +246,7 @@ def run(
     progress: bool | None = None,
     desc: str = "psheads",
     local: Callable[[Measured], Any] | None = None,
+    dtype: torch.dtype = torch.float64,
 ) -> Iterator[Any]:
     """Run ``measure`` on every layer, head and prompt; yields ``Measured`` per layer and part.
 
@@ -266,10 +268,18 @@ def run(
         desc: progress-bar label.
         local: applied to each ``Measured`` on the rank that computed it, and yielded instead (for
             example ``RunningMean.partial``: only the sums travel between ranks).
+        dtype: the analysis dtype (``psheads.rope.precision.analysis_dtype``); the values reach
+            ``Measured`` and the reductions in fp64 on the CPU whatever it is.
+
+    Raises:
+        ValueError: ``dtype`` is float64 and the model's device has none (Apple's MPS).
     """
+    if dtype == torch.float64 and not precision.supports_float64(lens.backend.device):
+        raise ValueError(f"{desc} runs in float64, which torch lacks on {lens.backend.device}: use precision='auto' "
+                         "or 'float32' where the call takes it, or run the model on the CPU.")
     n_batches = math.ceil(len(prompts) / batch_size)
     work = functools.partial(_batch, lens, prompts, measure, layers, heads, min_keys, need, by_frequency,
-                             local or (lambda item: item))
+                             local or (lambda item: item), dtype)
     with lens.backend.analysis(), progress_bar(total=n_batches, desc=desc, progress=progress) as bar:
         for results in ordered_map(work, prompts.batches(batch_size), bar=bar, agree=lambda: fingerprint(
                 [each.tokens for each in prompts], batch_size=batch_size, layers=layers, heads=heads,
@@ -278,7 +288,7 @@ def run(
 
 
 def _batch(lens: RopeLens, prompts: PromptSet, measure: Measurement, layers: list[int], heads: tuple[int, ...] | None,
-           min_keys: int, need: str, by_frequency: bool, local: Callable[[Measured], Any],
+           min_keys: int, need: str, by_frequency: bool, local: Callable[[Measured], Any], dtype: torch.dtype,
            batch: tuple[list[int], Tensor, Tensor]) -> list[Any]:
     """One batch: one capture, then every stack of layers, key group and part.
 
@@ -298,10 +308,10 @@ def _batch(lens: RopeLens, prompts: PromptSet, measure: Measurement, layers: lis
             # keeps both factors in rank order too): cut the group to fit
             per_prompt = 8 * len(stacked) * len(group.swappable) * (geo.d_head + 1) * 5
             for part in group.split(max(1, CHUNK_BYTES // per_prompt)):
-                views = key_logits(geo, capture, part, stacked, by_frequency)
+                views = key_logits(geo, capture, part, stacked, by_frequency, dtype)
                 values = _concat_slots([measure(view) for view in views]) if by_frequency else measure(views[0])
                 results.append(local(Measured([lens.layers[layer] for layer in stack], part.prompts, chosen,
-                                              {name: value.cpu() for name, value in values.items()})))
+                                              {name: _on_cpu(value) for name, value in values.items()})))
 
     if _streams(lens, tokens):
         def on_layer(layer: int, capture: LayerCapture) -> None:
@@ -317,6 +327,13 @@ def _batch(lens: RopeLens, prompts: PromptSet, measure: Measurement, layers: lis
         measure_stack(stack, captures)
     captures.clear()
     return results
+
+
+def _on_cpu(value: Tensor) -> Tensor:
+    """A measured value on the CPU, floats in fp64 (``exact_dtype``): the reductions over prompts
+    run in fp64 whatever the analysis dtype."""
+    cpu = torch.device("cpu")
+    return value.to(cpu, precision.exact_dtype(cpu)) if value.is_floating_point() else value.cpu()
 
 
 def _streams(lens: RopeLens, tokens: Tensor) -> bool:

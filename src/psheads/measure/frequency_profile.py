@@ -17,6 +17,7 @@ from psheads.measure.engine import KeyLogits
 from psheads.measure.prompts import PromptConfig, PromptOptions, prepare_prompts
 from psheads.results import schema
 from psheads.rope.lens import as_lens
+from psheads.rope.precision import analysis_dtype, check_precision
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,8 @@ class ProfileConfig(PromptConfig):
         temperature: the softmax temperature (``"softmax"`` only; paper B: 1).
         scale: keep the attention scale (1/√d_head for GPT-J) in ``v_f`` (``"softmax"`` only;
             paper B's values are reproduced without it, ``scale=False``).
+        precision: the analysis dtype policy, as ``ScoreConfig.precision`` (``"auto"``,
+            ``"float64"`` or ``"float32"``; ``psheads.rope.precision``).
         prompt_options: query position, the keys whose logits count (``swappable``) and BOS
             handling.
     """
@@ -58,6 +61,7 @@ class ProfileConfig(PromptConfig):
     weighting: Weighting = "usage"
     temperature: float = 1.0
     scale: bool = True
+    precision: str = "auto"
     prompt_options: PromptOptions = field(default_factory=PromptOptions)
 
     def __post_init__(self) -> None:
@@ -67,6 +71,7 @@ class ProfileConfig(PromptConfig):
                              "psheads' usage-weighted mean, 'softmax' paper B's table-1 frequency ID.")
         object.__setattr__(self, "temperature", validation.number(self.temperature, "temperature", above=0))
         object.__setattr__(self, "scale", validation.boolean(self.scale, "scale"))
+        check_precision(self.precision)
         if self.layers is not None:
             object.__setattr__(self, "layers", validation.integers(self.layers, "layers"))
         if not isinstance(self.prompt_options, PromptOptions):
@@ -146,7 +151,7 @@ def frequency_profile(model_or_lens: Any, prompts: Any, config: ProfileConfig | 
         model_name: if given, both frames start with a ``model`` column holding it (and
             ``attrs["model_name"]``), so that profiles of several models concatenate.
         **options: ``ProfileConfig`` fields (``layers``, ``batch_size``, ``weighting``,
-            ``temperature``, ``scale``) and prompt options
+            ``temperature``, ``scale``, ``precision``) and prompt options
             (``query``, ``swappable``: the keys whose logits count, ``exclude_bos``,
             ``prepend_bos``) overriding ``config``.
 
@@ -160,21 +165,22 @@ def frequency_profile(model_or_lens: Any, prompts: Any, config: ProfileConfig | 
     model_name = schema.model_name(model_name)
     lens = as_lens(model_or_lens)
     chosen = lens.attention_layers(config.layers)
+    dtype = analysis_dtype(config.precision, lens.backend.device)
     prepared = prepare_prompts(lens.backend, prompts, config.prompt_options)
 
     reducer = engine.RunningMean(by_frequency=True)
 
     def usage_sums(item: engine.Measured) -> engine.Sums:  # on the rank that measured the item
         norms = item.values.pop("norm")  # [prompt, layer · head, plane]
-        item.values["usage"] = norms / norms.sum(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+        item.values["usage"] = norms / norms.sum(-1, keepdim=True).clamp_min(torch.finfo(norms.dtype).tiny)
         if not config.scale:
-            per_layer = torch.tensor([geo.scale for geo in item.layers], dtype=torch.float64)
+            per_layer = torch.tensor([geo.scale for geo in item.layers], dtype=norms.dtype)
             item.values["max_logit"] = item.values["max_logit"] / per_layer.repeat_interleave(len(item.heads))[:, None]
         return reducer.partial(item)
 
     for sums in engine.run(lens, prepared, plane_usage, layers=chosen, heads=None, min_keys=1, need="one key",
                            by_frequency=True, batch_size=config.batch_size, progress=progress,
-                           desc="frequency profile", local=usage_sums):
+                           desc="frequency profile", local=usage_sums, dtype=dtype):
         reducer.merge(sums)
     planes = reducer.frame(["usage", "max_logit"])[schema.PROFILE_PLANES.names]
     finite = np.isfinite(planes[["usage", "max_logit"]].to_numpy()).all(1)
@@ -196,6 +202,7 @@ def frequency_profile(model_or_lens: Any, prompts: Any, config: ProfileConfig | 
         frame.attrs.update({"usage_definition": USAGE_DEFINITION, "n_prompts": len(prepared),
                             "frequency_id_definition": SOFTMAX_DEFINITION if config.weighting == "softmax"
                             else "usage-weighted mean over the rotated planes f = 1..F",
-                            "model": lens.backend.model_name, "config": config.to_dict()})
+                            "model": lens.backend.model_name, "config": config.to_dict(),
+                            "analysis_dtype": str(dtype).removeprefix("torch.")})
     return FrequencyProfile(schema.tag_model(planes.reset_index(drop=True), model_name),
                             schema.tag_model(heads, model_name))

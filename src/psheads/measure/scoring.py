@@ -5,7 +5,8 @@ Every swapped input's logits are entries of ``M[p, m] = scale · q_rotᵀ R_p k�
 tokens m over the swappable set S), so the engine's factored logits give every swap of every
 layer and head without re-running anything. The score itself is a registered method
 (``psheads.measure.methods``; ``swap_attention``, the per-swap view, lives next to the swap
-score there); all score arithmetic is fp64.
+score there); the score arithmetic runs in the analysis dtype of ``ScoreConfig.precision``
+(fp64 on a CPU and on GPUs with full-rate fp64).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from psheads.measure.prompts import prepare_prompts
 from psheads.results import schema
 from psheads.rope.inputs import layer_indices
 from psheads.rope.lens import as_lens
+from psheads.rope.precision import analysis_dtype
 
 logger = logging.getLogger(__name__)
 
@@ -94,13 +96,14 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
         if bad or not config.heads:
             raise ValueError(f"heads {list(config.heads)} must be a non-empty list of distinct heads in "
                              f"0…{n_heads - 1}.")
+    dtype = analysis_dtype(config.precision, lens.backend.device)
     prepared = prepare_prompts(lens.backend, prompts, config.prompt_options)
     minimum = method.min_swappable(config)
     reducer = engine.RunningMean(spread=schema.SCORE_SPREAD, by_frequency=config.by_frequency)
     items = engine.run(lens, prepared, functools.partial(_measure, method, config), layers=chosen,
                        heads=config.heads, min_keys=minimum, need=f"the {minimum} that method {method.name!r} needs",
                        by_frequency=config.by_frequency, batch_size=config.batch_size, progress=progress,
-                       desc="score_heads", local=reducer.partial if config.reduce else None)
+                       desc="score_heads", local=reducer.partial if config.reduce else None, dtype=dtype)
     extra = [name for name in method.columns if name not in schema.SCORE_SPREAD]  # after the std columns
     if config.reduce:
         for sums in items:
@@ -121,6 +124,7 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
         "model": lens.backend.model_name,
         "backend": lens.backend.kind,
         "dtype": str(lens.backend.dtype),
+        "analysis_dtype": str(dtype).removeprefix("torch."),
         "n_prompts": len(prepared),
         "versions": schema.versions(),
     })

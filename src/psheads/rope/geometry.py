@@ -27,6 +27,8 @@ from einops import rearrange
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from psheads.rope.precision import exact_dtype
+
 Pairing = Literal["halves", "adjacent"]
 PAIRINGS: tuple[Pairing, ...] = ("halves", "adjacent")
 
@@ -120,12 +122,14 @@ def plane_layout(
 def extend_tables(
     cos: Float[Tensor, "pos rotary_dim"], sin: Float[Tensor, "pos rotary_dim"], d_head: int
 ) -> tuple[Float[Tensor, "pos d_head"], Float[Tensor, "pos d_head"]]:
-    """Pad per-element tables to the full head (cos = 1, sin = 0 on unrotated dims), in fp64."""
+    """Pad per-element tables to the full head (cos = 1, sin = 0 on unrotated dims), in fp64 (fp32 on
+    a device without fp64: ``precision.exact_dtype``)."""
     n_pos, rotary_dim = cos.shape
     pad = d_head - rotary_dim
-    cos64 = torch.cat([cos.double(), cos.new_ones(n_pos, pad, dtype=torch.float64)], dim=1)
-    sin64 = torch.cat([sin.double(), sin.new_zeros(n_pos, pad, dtype=torch.float64)], dim=1)
-    return cos64, sin64
+    dtype = exact_dtype(cos.device)
+    full_cos = torch.cat([cos.to(dtype), cos.new_ones(n_pos, pad, dtype=dtype)], dim=1)
+    full_sin = torch.cat([sin.to(dtype), sin.new_zeros(n_pos, pad, dtype=dtype)], dim=1)
+    return full_cos, full_sin
 
 
 def rotate(
@@ -188,7 +192,7 @@ def frequency_logits(
     set of keys for many queries). Computed in fp64.
     """
     products = q_rot.double().unsqueeze(-3) * k_rot.double()  # [*batch, key, head, d_head]
-    logits = torch.einsum("...khd,dp->...hpk", products, layout.membership().to(products.device))
+    logits = torch.einsum("...khd,dp->...hpk", products, layout.membership().to(products))
     return logits * scale
 
 
@@ -200,7 +204,8 @@ def position_token_factors(
     layout: PlaneLayout,
     scale: float,
 ) -> tuple[Float[Tensor, "position factor"], Float[Tensor, "*batch token factor"]]:
-    """Factors ``P``, ``T`` with ``M = P Tᵀ``: ``M[p, m] = scale · q_rotᵀ R_p k̃_m`` (fp64).
+    """Factors ``P``, ``T`` with ``M = P Tᵀ``: ``M[p, m] = scale · q_rotᵀ R_p k̃_m``, in ``q_rot``'s dtype
+    (the analysis dtype: fp64, or fp32 under ``precision="float32"``).
 
     In plane f, with ``Q = q_a + i q_b`` (the rotated query), ``K = k_a + i k_b`` (a pre-rotary
     key) and ``E_p = cos_p + i sin_p`` (the model's own table row p, magnitude included), the
@@ -214,16 +219,16 @@ def position_token_factors(
         belong to frequency ID ``f + 1``, a last odd factor to the unrotated dims.
     """
     first, second = (_positions(layout.dims[:, side].tolist()) for side in (0, 1))
-    q = q_rot.double()
-    positions = rearrange([cos[:, first], -sin[:, first]], "pair pos plane -> pos (plane pair)").double()
+    q = q_rot
+    positions = rearrange([cos[:, first], -sin[:, first]], "pair pos plane -> pos (plane pair)").to(q.dtype)
     query = torch.complex(q[..., first], -q[..., second]).unsqueeze(-2) * scale  # scale · conj(Q)
     key = _as_complex(k_pre, first, second)
-    tokens = torch.empty(key.shape, dtype=torch.complex128, device=key.device).copy_(key).mul_(query)
+    tokens = torch.empty(key.shape, dtype=query.dtype, device=key.device).copy_(key).mul_(query)
     tokens = rearrange(torch.view_as_real(tokens), "... plane pair -> ... (plane pair)")
     if layout.rotary_dim < layout.d_head:
         rest = slice(layout.rotary_dim, None)
         positions = torch.cat([positions, positions.new_ones(positions.shape[0], 1)], dim=-1)
-        unrotated = k_pre[..., rest].double() @ q[..., rest].unsqueeze(-1) * scale  # [*batch, token, 1]
+        unrotated = k_pre[..., rest].to(q.dtype) @ q[..., rest].unsqueeze(-1) * scale  # [*batch, token, 1]
         tokens = torch.cat([tokens, unrotated], dim=-1)
     return positions, tokens
 
@@ -287,7 +292,7 @@ def position_token_logits(
     scale: float,
     by_frequency: bool = False,
 ) -> Float[Tensor, "*batch head position token"] | Float[Tensor, "*batch head plane position token"]:
-    """The position × token logit matrix ``M[p, m] = scale · q_rotᵀ R_p k̃_m`` (fp64).
+    """The position × token logit matrix ``M[p, m] = scale · q_rotᵀ R_p k̃_m`` (fp64; fp32 without it).
 
     One matrix product of the factors of ``position_token_factors``: no rotated copy of every
     key at every position is materialised.
@@ -301,7 +306,8 @@ def position_token_logits(
         scale: score scale.
         by_frequency: add a plane axis (F planes, then the unrotated slice).
     """
-    positions, tokens = position_token_factors(q_rot, k_pre.transpose(-2, -3), cos, sin, layout, scale)
+    positions, tokens = position_token_factors(q_rot.to(exact_dtype(q_rot.device)), k_pre.transpose(-2, -3), cos, sin,
+                                               layout, scale)
     if by_frequency:
         return plane_products(positions, tokens, layout.n_planes)
     return positions @ tokens.transpose(-1, -2)

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from psheads.rope import geometry
 from psheads.rope.families import UnsupportedModelError
+from psheads.rope.precision import exact_dtype
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,8 @@ class QueryScale:
     offset: int = 0
 
     def at(self, positions: Shaped[Tensor, "*shape"]) -> Float[Tensor, "*shape"]:
-        """``s(p)`` at integer ``positions``, fp64."""
-        steps = torch.floor((positions.double() + self.offset) / self.period)
+        """``s(p)`` at integer ``positions``, fp64 (fp32 on a device without it)."""
+        steps = torch.floor((positions.to(exact_dtype(positions.device)) + self.offset) / self.period)
         return 1 + self.slope * torch.log1p(steps)
 
 
@@ -101,6 +102,12 @@ class LayerCapture:
     sin: Float[Tensor, "pos rotary_dim"]
     pattern: Float[Tensor, "batch head query pos"] | None = None
     reference: Float[Tensor, "batch head query pos"] | None = None
+
+    def to(self, device: torch.device) -> LayerCapture:
+        """The capture with every tensor moved to ``device``."""
+        return dataclasses.replace(self, **{name: value.to(device) for name in ("q", "k", "cos", "sin", "pattern",
+                                                                               "reference")
+                                            if (value := getattr(self, name)) is not None})
 
     @functools.cached_property
     def full_tables(self) -> tuple[Float[Tensor, "pos d_head"], Float[Tensor, "pos d_head"]]:
@@ -227,7 +234,7 @@ class LayerGeometry:
         """The attention sinks' logits of ``heads`` (all by default) in fp64, or None without sinks."""
         if self.sinks is None:
             return None
-        sinks = torch.tensor(self.sinks, dtype=torch.float64)
+        sinks = torch.tensor(self.sinks, dtype=exact_dtype(torch.device("cpu")))
         return sinks if heads is None else sinks[heads.cpu()]
 
     def to_frame(self) -> pd.DataFrame:

@@ -24,7 +24,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from psheads.interface import reprs, validation
-from psheads.rope import geometry
+from psheads.rope import geometry, precision
 from psheads.rope.backends import Backend, backend_for
 from psheads.rope.families import UnsupportedModelError
 from psheads.rope.inputs import check_tokens, layer_index, layer_indices, query_position
@@ -266,6 +266,7 @@ class RopeLens:
                                               by_frequency=by_frequency)
 
     def _capture_at(self, tokens: Tensor, layers: Sequence[int], query: int) -> dict[int, LayerCapture]:
+        precision.require_float64(self.backend.device, "The per-plane logits")
         captures = self.backend.capture(tokens, layers, torch.full((tokens.shape[0],), query, dtype=torch.long))
         for layer, capture in captures.items():
             self.layers[layer].check_capture(capture)
@@ -277,6 +278,8 @@ class RopeLens:
         largest = torch.finfo(dtype).max
         for geo in self.layers:
             capture = captures[geo.layer]
+            if not precision.supports_float64(capture.q.device):  # the fp64 rebuild of one probe runs on the CPU
+                capture = capture.to(torch.device("cpu"))
             check = check_pattern(geo, capture, dtype)
             logger.debug("self-check layer %d: max |Δpattern| = %.3g (%.3g of the tolerance), max |logit| = %.3g",
                          geo.layer, check.error, check.worst, check.max_logit)
@@ -393,6 +396,7 @@ class RopeLens:
         from transformer_lens.hook_points import HookPoint
 
         chosen = self.attention_layers(layers)
+        precision.require_float64(self.backend.device, "plane_hooks")
         points = {layer: HookPoint() for layer in chosen}
         names = {layer: self.backend.attention_hook_name(layer, PLANE_HOOK) for layer in chosen}
 

@@ -22,7 +22,6 @@ def anova_shares(M: Float[Tensor, "*lead n n"]) -> tuple[Tensor, Tensor, Tensor]
     Shares sum to 1; a head with zero total variance (uniform) gets ``(1, 1, 0)`` so that the
     labelling rule calls it uniform, as the swap score does.
     """
-    M = M.double()
     centred = M - M.mean(dim=(-2, -1), keepdim=True)
     rows = centred.mean(dim=-1, keepdim=True)
     cols = centred.mean(dim=-2, keepdim=True)
@@ -53,7 +52,8 @@ def anova_shares_factored(logits: KeyLogits) -> tuple[Tensor, Tensor, Tensor]:
 
 def _shares(ss_pos: Tensor, ss_sym: Tensor, ss_int: Tensor, square_sum: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     total = ss_pos + ss_sym + ss_int
-    flat = total <= 1e-24 * (square_sum + 1e-300)
+    # rounding leaves a uniform head ~ε² of variance: 1e-24 in fp64, scaled by (ε / ε_fp64)² in fp32
+    flat = total <= 1e-24 * (torch.finfo(total.dtype).eps / torch.finfo(torch.float64).eps) ** 2 * (square_sum + 1e-300)
     safe = torch.where(flat, torch.ones_like(total), total)
     one = torch.ones_like(total)
     return (torch.where(flat, one, ss_pos / safe), torch.where(flat, one, ss_sym / safe),

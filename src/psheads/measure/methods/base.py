@@ -24,6 +24,7 @@ from psheads.interface.config import config_dict
 from psheads.interface.registry import Registry
 from psheads.measure.engine import KeyLogits
 from psheads.measure.prompts import PromptConfig, PromptOptions
+from psheads.rope.precision import check_precision
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +155,10 @@ class ScoreConfig(PromptConfig):
         nonfinite: what to do when a score is not finite (the model produced inf/NaN, e.g. an
             fp16 overflow): ``"raise"`` a ValueError naming the heads, or keep them as NaN
             labelled ``"non-finite"`` with a warning (``"nan"``).
+        precision: the analysis dtype policy (``psheads.rope.precision``): ``"auto"`` (float64 on a
+            CPU and on GPUs with full-rate float64, float32 on consumer GPUs, T4/L4 and MPS),
+            ``"float64"`` or ``"float32"`` (scores within 1e-5 of float64's). The dtype it picked is
+            ``df.attrs["analysis_dtype"]``.
         prompt_options: query position, swappable keys and BOS handling.
     """
 
@@ -166,11 +171,13 @@ class ScoreConfig(PromptConfig):
     layers: tuple[int, ...] | None = None
     heads: tuple[int, ...] | None = None
     nonfinite: str = "raise"
+    precision: str = "auto"
     prompt_options: PromptOptions = field(default_factory=PromptOptions)
 
     def __init__(self, method: str = "swap", *, parameters: Any = None, gamma: float = 0.1, by_frequency: bool = False,
                  reduce: bool = True, batch_size: int = 64, layers: Any = None, heads: Any = None,
-                 nonfinite: str = "raise", prompt_options: PromptOptions | None = None, **options: Any) -> None:
+                 nonfinite: str = "raise", precision: str = "auto", prompt_options: PromptOptions | None = None,
+                 **options: Any) -> None:
         chosen = _method(method)
         names = parameter_names(chosen)
         if set(options) - set(names):
@@ -193,6 +200,7 @@ class ScoreConfig(PromptConfig):
             "layers": None if layers is None else validation.integers(layers, "layers"),
             "heads": None if heads is None else validation.integers(heads, "heads", minimum=0, unique=True),
             "nonfinite": nonfinite,
+            "precision": check_precision(precision),
             "prompt_options": PromptOptions() if prompt_options is None else prompt_options,
         }
         for name, value in values.items():

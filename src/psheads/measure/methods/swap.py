@@ -163,7 +163,7 @@ def _small_matrix_sums(whole: Float[Tensor, "entry n n"], d_blocks: Tensor, thre
     """``(Σ α·cos_pos, Σ α·cos_sym, Σ α)`` of every entry, the pairs that carry weight read from M."""
     device = d_blocks.device  # everything runs where the logits are (the model's device)
     spread = d_blocks.amax(-1) - d_blocks.amin(-1)
-    sums = torch.zeros(3, len(d_blocks), dtype=torch.float64, device=device)
+    sums = torch.zeros(3, len(d_blocks), dtype=d_blocks.dtype, device=device)
     pairs = block_pairs(d_blocks.shape[-1], device)
     offsets = torch.arange(block_size, device=device)
     step = max(1, engine.CHUNK_BYTES // (8 * 8 * max(1, len(pairs))))
@@ -247,11 +247,11 @@ def _heavy_row_sums(flat: KeyLogits, d_blocks: Tensor, threshold: Tensor, tau: f
     t_ranked = padded(flat.tokens[lead, by_rank], block_size)
     alive = ordered > 0
     row_weight = padded(((ordered - ordered[:, -1:]) / tau).exp())  # r_i
-    row_alive = padded(alive.double())  # a heavier block without attention has cosines 0
+    row_alive = padded(alive.to(ordered.dtype))  # a heavier block without attention has cosines 0
     inverse = padded(torch.where(alive, 1 / torch.where(alive, ordered, 1.0), 0.0))
     d_cols, c_cols = padded(ordered), padded(((ordered[:, :1] - ordered) / tau).exp())
     partners = padded(partners)
-    sums = torch.zeros(3, n_lead, dtype=torch.float64, device=device)
+    sums = torch.zeros(3, n_lead, dtype=d_blocks.dtype, device=device)
     step = max(1, engine.CHUNK_BYTES // (8 * 16 * n_rows * n_cols * block_size**2))  # entries per call
     for top in range(n_blocks + front, lowest + front, -n_rows):  # tiles of ranks, heaviest first
         rows = slice(top - n_rows, top)

@@ -19,6 +19,7 @@ from psheads.rope import geometry
 from psheads.rope.backends.facts import input_device, preserved_state, weights_state
 from psheads.rope.families import GENERIC, Family, family_titles
 from psheads.rope.layer import LayerCapture, LayerSpec, attention_pattern, visible_keys
+from psheads.rope.precision import exact_dtype
 
 
 @dataclass(frozen=True)
@@ -584,7 +585,7 @@ class Backend:
             return q, k
         positions = torch.arange(n_pos, device=q.device)
         query_positions = positions.expand(q.shape[0], -1) if query_index is None else query_index.to(q.device)[:, None]
-        q, k = q.double(), k.double()
+        q, k = q.to(exact_dtype(q.device)), k.to(exact_dtype(k.device))
         if spec.norm_eps is not None:
             layout = geometry.plane_layout(spec.d_head, cos.shape[-1], spec.pairing)
             full_cos, full_sin = geometry.extend_tables(cos, sin, spec.d_head)
