@@ -37,7 +37,7 @@ def test_scores_on_cuda_equal_the_cpu(models: tuple, method: str, length: int | 
     on_cpu = psheads.score_heads(cpu.model, prompts, method=method, progress=False)
     on_cuda = psheads.score_heads(cuda.model, prompts, method=method, precision=precision, progress=False)
     expected = precision_module.analysis_dtype(precision, torch.device("cuda"))
-    assert on_cuda.attrs["analysis_dtype"] == str(expected).removeprefix("torch.")
+    assert on_cuda.attrs["analysis_dtype"] == precision_module.dtype_name(expected)
     assert on_cuda["label"].tolist() == on_cpu["label"].tolist()
     numeric = on_cpu.select_dtypes("number").columns
     # fp32 forwards differ in rounding between the devices; the scores are fp64 after the capture

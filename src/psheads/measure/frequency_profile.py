@@ -17,7 +17,7 @@ from psheads.measure.engine import KeyLogits
 from psheads.measure.prompts import PromptConfig, PromptOptions, prepare_prompts
 from psheads.results import schema
 from psheads.rope.lens import as_lens
-from psheads.rope.precision import analysis_dtype, check_precision
+from psheads.rope.precision import analysis_dtype, check_precision, dtype_name
 
 logger = logging.getLogger(__name__)
 
@@ -203,6 +203,6 @@ def frequency_profile(model_or_lens: Any, prompts: Any, config: ProfileConfig | 
                             "frequency_id_definition": SOFTMAX_DEFINITION if config.weighting == "softmax"
                             else "usage-weighted mean over the rotated planes f = 1..F",
                             "model": lens.backend.model_name, "config": config.to_dict(),
-                            "analysis_dtype": str(dtype).removeprefix("torch.")})
+                            "analysis_dtype": dtype_name(dtype)})
     return FrequencyProfile(schema.tag_model(planes.reset_index(drop=True), model_name),
                             schema.tag_model(heads, model_name))

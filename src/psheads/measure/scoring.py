@@ -36,7 +36,7 @@ from psheads.measure.prompts import prepare_prompts
 from psheads.results import schema
 from psheads.rope.inputs import layer_indices
 from psheads.rope.lens import as_lens
-from psheads.rope.precision import analysis_dtype
+from psheads.rope.precision import analysis_dtype, dtype_name
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
         "model": lens.backend.model_name,
         "backend": lens.backend.kind,
         "dtype": str(lens.backend.dtype),
-        "analysis_dtype": str(dtype).removeprefix("torch."),
+        "analysis_dtype": dtype_name(dtype),
         "n_prompts": len(prepared),
         "versions": schema.versions(),
     })

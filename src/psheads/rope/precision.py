@@ -68,6 +68,11 @@ def analysis_dtype(precision: str, device: torch.device) -> torch.dtype:
     return torch.float64
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """``"float64"`` for ``torch.float64``: how frames record the analysis dtype (``attrs["analysis_dtype"]``)."""
+    return str(dtype).removeprefix("torch.")
+
+
 def require_float64(device: torch.device, what: str) -> None:
     """Refuse ``what`` (a computation that needs float64) on a device without it.
 
