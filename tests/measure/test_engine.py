@@ -174,3 +174,37 @@ def test_long_inputs_stream_layers_with_the_scores_of_the_whole_capture(model_fa
         a = a.assign(**{name: a[name] ** 2 for name in spreads})
         b = b.assign(**{name: b[name] ** 2 for name in spreads})
         assert (a[numbers] - b[numbers]).abs().max().max() <= 1e-12
+
+
+def test_running_mean_adds_every_entry_in_batch_order_however_layers_were_stacked(model_factory) -> None:
+    """Sums are kept per stack; parts stacked otherwise (one layer alone, a later new stack) still
+    add to each (layer, head) in part order: the frame equals a per-entry running sum bit for bit,
+    sorted by layer, also where the layers of one stack counted different prompts."""
+    geos = psheads.RopeLens(model_factory("gptj")).layers
+    heads = (0, 1)
+    generator = torch.Generator().manual_seed(0)
+    stacks = [[0, 1], [0], [1], [0, 1], [1, 0], [0]]  # the last leaves layer 0 with more prompts than 1
+    reducer = engine.RunningMean(spread=("x",))
+    totals: dict[tuple[int, int], dict[str, torch.Tensor]] = {}
+    counts: dict[int, int] = {}
+    for n, stack in enumerate(stacks, start=2):
+        values = {"x": torch.randn(n, len(stack) * len(heads), generator=generator, dtype=torch.float64)}
+        values["y"] = values["x"].exp()
+        sums = reducer.partial(engine.Measured([geos[layer] for layer in stack], list(range(n)), torch.tensor(heads),
+                                               values))
+        reducer.merge(sums)
+        for i, layer in enumerate(stack):
+            counts[layer] = counts.get(layer, 0) + n
+            for j, head in enumerate(heads):
+                entry = totals.setdefault((layer, head), {})
+                for name, value in sums.sums.items():
+                    add = value[i * len(heads) + j]
+                    entry[name] = entry[name] + add if name in entry else add.clone()
+    frame = reducer.frame(["x", "x_std", "y", "n_prompts"])
+    assert frame[["layer", "head"]].values.tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
+    assert frame["n_prompts"].tolist() == [counts[0], counts[0], counts[1], counts[1]] and counts[0] != counts[1]
+    for row in frame.itertuples():
+        entry, n = totals[(row.layer, row.head)], counts[row.layer]
+        mean = entry["x"] / n
+        assert row.x == float(mean) and row.y == float(entry["y"] / n)
+        assert row.x_std == float((entry["x_sq"] / n - mean.square()).clamp_min(0).sqrt())

@@ -659,11 +659,11 @@ def test_model_left_unchanged_by_captures_even_after_errors(model_factory, famil
         calls = {"n": 0}
         real_upcast = psheads.backends.base.upcast
 
-        def failing_upcast(x):
+        def failing_upcast(x, source=None):
             calls["n"] += 1
             if calls["n"] == 2:  # inside the forward pass, after every hook was added
                 raise RuntimeError("boom")
-            return real_upcast(x)
+            return real_upcast(x, source)
 
         with monkeypatch.context() as mp:
             mp.setattr(psheads.backends.base, "upcast", failing_upcast)

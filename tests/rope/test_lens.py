@@ -139,11 +139,11 @@ def test_model_left_unchanged_even_after_errors(model_factory, family, backend, 
     calls = {"n": 0}
     real_upcast = psheads.backends.base.upcast
 
-    def failing_upcast(x):
+    def failing_upcast(x, source=None):
         calls["n"] += 1
         if calls["n"] == 2:  # inside the forward pass, after hooks were added
             raise RuntimeError("boom")
-        return real_upcast(x)
+        return real_upcast(x, source)
 
     monkeypatch.setattr(psheads.backends.base, "upcast", failing_upcast)
     with pytest.raises(RuntimeError, match="boom"):

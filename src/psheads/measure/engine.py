@@ -161,13 +161,21 @@ def stacked_layers(lens: RopeLens, layers: list[int], captures: dict[int, LayerC
             first = stack[0]
             if (lens.layers[first].same_geometry(lens.layers[layer])
                     and captures[first].q.device == captures[layer].q.device
-                    and torch.equal(captures[first].cos, captures[layer].cos)
-                    and torch.equal(captures[first].sin, captures[layer].sin)):
+                    and _same_table(captures[first].cos, captures[layer].cos)
+                    and _same_table(captures[first].sin, captures[layer].sin)):
                 stack.append(layer)
                 break
         else:
             stacks.append([layer])
     return stacks
+
+
+def _same_table(a: Tensor, b: Tensor) -> bool:
+    """Whether two rotation tables hold the same values: the same memory (layers that share one
+    table) without reading it, which on a GPU would wait for the device; else compared."""
+    if (a.data_ptr(), a.shape, a.stride(), a.dtype, a.device) == (b.data_ptr(), b.shape, b.stride(), b.dtype, b.device):
+        return True
+    return torch.equal(a, b)
 
 
 def _bounded(lens: RopeLens, stacks: list[list[int]], heads: tuple[int, ...] | None, n_pos: int) -> list[list[int]]:
@@ -302,7 +310,7 @@ def _batch(lens: RopeLens, prompts: PromptSet, measure: Measurement, layers: lis
         geo, capture = _stack(lens, stack, captures)
         per_layer = lens.layers[stack[0]].n_heads
         chosen = torch.tensor(heads if heads is not None else range(per_layer))
-        stacked = torch.cat([i * per_layer + chosen for i in range(len(stack))])
+        stacked = (torch.arange(len(stack))[:, None] * per_layer + chosen).flatten()
         for group in prompts.key_groups(indices, geo, min_keys, need):
             # the token factors hold [prompt, head, n, d + 1] (twice while built, and the swap score
             # keeps both factors in rank order too): cut the group to fit
@@ -351,9 +359,9 @@ def key_columns(layers: list[LayerGeometry], heads: Tensor, by_frequency: bool) 
     parts = []
     for geo in layers:
         n_slots = geo.n_planes + 1 if by_frequency else 1
-        head_ids = heads.repeat_interleave(n_slots)
-        columns = {"layer": np.full(len(head_ids), geo.layer), "head": head_ids.numpy(),
-                   "kv_head": geo.kv_head_of[head_ids].numpy()}
+        head_ids = np.repeat(heads.numpy(), n_slots)
+        columns = {"layer": np.full(len(head_ids), geo.layer), "head": head_ids,
+                   "kv_head": geo.kv_head_of.numpy()[head_ids]}
         if by_frequency:
             columns["plane"] = np.tile(np.array(geo.plane_ids), len(heads))
             columns["theta"] = np.tile(np.array(geo.theta.tolist() + [0.0]), len(heads))
@@ -376,8 +384,24 @@ class Sums:
     sums: dict[str, Tensor]
 
 
+@dataclass
+class _Block:
+    """Running sums of one stack of layers: ``{column: [layer · head(, slot)]}`` rows, layer-major."""
+
+    layers: list[LayerGeometry]
+    heads: tuple[int, ...]
+    sums: dict[str, Tensor]
+
+    def rows(self, i: int) -> slice:
+        """The rows of the block's ``i``-th layer."""
+        return slice(i * len(self.heads), (i + 1) * len(self.heads))
+
+
 class RunningMean:
     """Running sums per (layer, head[, slot]): memory does not grow with the number of prompts.
+
+    Sums are kept per stack of layers as the engine measured them, so that one batch costs a few
+    whole-stack additions; every entry still adds its prompts in batch order.
 
     Args:
         spread: columns that also get a ``<column>_std`` (over prompts, ddof = 0).
@@ -387,9 +411,9 @@ class RunningMean:
     def __init__(self, spread: tuple[str, ...] = (), by_frequency: bool = False) -> None:
         self.spread = spread
         self.by_frequency = by_frequency
-        self._sums: dict[tuple[int, tuple[int, ...]], dict[str, Tensor]] = {}
+        self._blocks: dict[tuple[tuple[int, ...], tuple[int, ...]], _Block] = {}
+        self._where: dict[tuple[int, tuple[int, ...]], tuple[_Block, int]] = {}  # (layer, heads) -> (block, i)
         self._counts: dict[tuple[int, tuple[int, ...]], int] = {}
-        self._meta: dict[tuple[int, tuple[int, ...]], LayerGeometry] = {}
 
     def partial(self, item: Measured) -> Sums:
         """One ``Measured``'s sums over its prompts (what travels between ranks)."""
@@ -398,34 +422,66 @@ class RunningMean:
         return Sums(item.layers, tuple(item.heads.tolist()), len(item.prompts), sums)
 
     def merge(self, part: Sums) -> None:
-        """Accumulate one ``partial``."""
-        for i, geo in enumerate(part.layers):
-            key = (geo.layer, part.heads)
-            self._meta.setdefault(key, geo)
-            total = self._sums.setdefault(key, {})
+        """Accumulate one ``partial``: one addition per column when its stack was seen before."""
+        keys = [(geo.layer, part.heads) for geo in part.layers]
+        for key in keys:
             self._counts[key] = self._counts.get(key, 0) + part.n
+        stack = (tuple(geo.layer for geo in part.layers), part.heads)
+        if stack in self._blocks:
             for name, value in part.sums.items():
-                block = value[i * len(part.heads) : (i + 1) * len(part.heads)]
-                total[name] = total[name] + block if name in total else block.clone()
+                self._blocks[stack].sums[name].add_(value)
+            return
+        if not any(key in self._where for key in keys):  # a new stack of new layers
+            block = self._blocks[stack] = _Block(list(part.layers), part.heads,
+                                                 {name: value.clone() for name, value in part.sums.items()})
+            self._where.update({key: (block, i) for i, key in enumerate(keys)})
+            return
+        new = _Block(list(part.layers), part.heads, part.sums)
+        for i, (key, geo) in enumerate(zip(keys, part.layers, strict=True)):  # stacked otherwise before: by layer
+            if key in self._where:
+                block, j = self._where[key]
+                for name, value in part.sums.items():
+                    block.sums[name][block.rows(j)].add_(value[new.rows(i)])
+            else:
+                block = self._blocks[((geo.layer,), part.heads)] = _Block(
+                    [geo], part.heads, {name: value[new.rows(i)].clone() for name, value in part.sums.items()})
+                self._where[key] = (block, 0)
 
     def frame(self, columns: list[str]) -> pd.DataFrame:
         """Means (and spreads) in ``columns`` order after the key columns (``n_prompts``: the count),
         sorted by layer and head; planes stay in slot order (1 … F, then 0)."""
-        parts = []
-        for key in sorted(self._sums):
-            geo, total, n = self._meta[key], self._sums[key], self._counts[key]
-            part = key_columns([geo], torch.tensor(key[1]), self.by_frequency)
-            for name in columns:
-                if name.endswith("_std") and name[:-4] in self.spread:
-                    mean = total[name[:-4]] / n
-                    part[name] = (total[name[:-4] + "_sq"] / n - mean.square()).clamp_min(0).sqrt().reshape(-1).numpy()
-                elif name == "n_prompts":
-                    part[name] = np.full(len(part["head"]), n)
-                else:
-                    part[name] = (total[name] / n).reshape(-1).numpy()
-            parts.append(part)
+        parts: list[dict[str, np.ndarray]] = []
+        heads_rank: list[int] = []
+        ranks = {heads: rank for rank, heads in enumerate(sorted({block.heads for block in self._blocks.values()}))}
+        for block in self._blocks.values():
+            counts = [self._counts[(geo.layer, block.heads)] for geo in block.layers]
+            if len(set(counts)) == 1:  # the whole block at once
+                parts.append(self._means(block.layers, block.heads, block.sums, counts[0], columns))
+            else:
+                parts += [self._means([geo], block.heads, {name: total[block.rows(i)] for name, total in
+                                                           block.sums.items()}, n, columns)
+                          for i, (geo, n) in enumerate(zip(block.layers, counts, strict=True))]
+            heads_rank += [ranks[block.heads]] * (len(parts) - len(heads_rank))
         keys = ["layer", "head", "kv_head"] + (["plane", "theta"] if self.by_frequency else [])
-        return _frame(parts, keys + columns)
+        frame = _frame(parts, keys + columns)
+        # sorted by layer, then heads (stable: a layer's rows keep their head and slot order)
+        rank = np.concatenate([np.full(len(part["layer"]), r) for r, part in zip(heads_rank, parts, strict=True)])
+        order = np.lexsort([rank, frame["layer"].to_numpy()])
+        return frame if (order[1:] > order[:-1]).all() else frame.iloc[order].reset_index(drop=True)
+
+    def _means(self, layers: list[LayerGeometry], heads: tuple[int, ...], sums: dict[str, Tensor], n: int,
+               columns: list[str]) -> dict[str, np.ndarray]:
+        """Key columns and ``columns`` of layers whose sums all count ``n`` prompts."""
+        part = key_columns(layers, torch.tensor(heads), self.by_frequency)
+        for name in columns:
+            if name.endswith("_std") and name[:-4] in self.spread:
+                mean = sums[name[:-4]] / n
+                part[name] = (sums[name[:-4] + "_sq"] / n - mean.square()).clamp_min(0).sqrt().reshape(-1).numpy()
+            elif name == "n_prompts":
+                part[name] = np.full(len(part["head"]), n)
+            else:
+                part[name] = (sums[name] / n).reshape(-1).numpy()
+        return part
 
 
 def per_prompt_frame(items: Iterator[Measured], columns: list[str], by_frequency: bool) -> pd.DataFrame:

@@ -149,9 +149,9 @@ def _with_other_blocks(frame: pd.DataFrame, layers: list[int]) -> pd.DataFrame:
 
 def _check_finite(frame: pd.DataFrame, columns: list[str], nonfinite: str) -> None:
     """Raise (or warn) when scores are not finite, naming the heads."""
-    finite = np.isfinite(frame[columns].to_numpy(dtype=float)).all(axis=1)
-    if finite.all():
+    if all(np.isfinite(frame[name].to_numpy(dtype=float)).all() for name in columns):  # no frame copy
         return
+    finite = np.isfinite(frame[columns].to_numpy(dtype=float)).all(axis=1)
     keys = [name for name in ("layer", "head", "plane") if name in frame.columns]
     bad = sorted({tuple(int(v) for v in row) for row in frame.loc[~finite, keys].itertuples(index=False)})
     named = ", ".join("L{}H{}".format(*row[:2]) + (f" plane {row[2]}" if len(row) > 2 else "") for row in bad[:12])

@@ -197,9 +197,9 @@ class LayerGeometry:
         """Frequency IDs of the result slices: ``1 … F``, then 0 (the unrotated dims)."""
         return [*range(1, self.n_planes + 1), 0]
 
-    @property
+    @functools.cached_property
     def kv_head_of(self) -> Int[Tensor, " head"]:
-        """KV head read by each query head."""
+        """KV head read by each query head (computed once: read it, never write into it)."""
         return torch.arange(self.n_heads) // (self.n_heads // self.n_kv_heads)
 
     @property
@@ -209,9 +209,13 @@ class LayerGeometry:
 
     def same_geometry(self, other: LayerGeometry) -> bool:
         """Whether ``other`` has the same attention facts and plane layout (tables aside)."""
+        return self._facts == other._facts
+
+    @functools.cached_property
+    def _facts(self) -> tuple:
+        """The attention facts and plane layout ``same_geometry`` compares (read once per layer)."""
         facts = ("rotary_dim", *(field.name for field in dataclasses.fields(LayerSpec)))
-        return (all(getattr(self, name) == getattr(other, name) for name in facts)
-                and torch.equal(self.layout.dims, other.layout.dims))
+        return (*(getattr(self, name) for name in facts), tuple(map(tuple, self.layout.dims.tolist())))
 
     def check_capture(self, capture: LayerCapture) -> None:
         """Raise if a capture's head counts or rotated width differ from this geometry (the model changed)."""

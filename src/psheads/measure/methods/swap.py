@@ -62,7 +62,7 @@ def make_blocks(n_swappable: int, block_size: int) -> Int[Tensor, "block size"]:
 
 def block_pairs(n_blocks: int, device: torch.device | str = "cpu") -> Int[Tensor, "pair 2"]:
     """All pairs ``(i, j)``, ``i < j``, in lexicographic order, on ``device``."""
-    return torch.combinations(torch.arange(n_blocks, device=device), r=2).reshape(-1, 2)
+    return torch.triu_indices(n_blocks, n_blocks, offset=1, device=device).T  # one operation, combinations' order
 
 
 def block_attention(logits: KeyLogits, block_size: int) -> Float[Tensor, "*lead block"]:

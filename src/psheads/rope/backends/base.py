@@ -112,10 +112,15 @@ cost the memory of a plain SDPA forward. Shorter inputs keep the bridge's eager 
 
 
 
-def upcast(x: Tensor) -> Tensor:
-    """Detached fp32 (or wider) copy: the analysis never works on half precision."""
+def upcast(x: Tensor, source: Tensor | None = None) -> Tensor:
+    """Detached fp32 (or wider) tensor sharing no memory with the model's ``source`` (default: ``x``
+    itself, which is then copied): the analysis never works on half precision, and what the model
+    writes later cannot reach it. ``x`` computed from ``source`` into new memory is kept as it is."""
     x = x.detach()
-    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x.clone()
+    if x.dtype in (torch.float16, torch.bfloat16):
+        return x.float()
+    fresh = source is not None and x.untyped_storage().data_ptr() != source.untyped_storage().data_ptr()
+    return x if fresh else x.clone()
 
 
 
@@ -488,10 +493,14 @@ class Backend:
                 tables.pop(done, None)
                 emit(done, capture)
 
+        on_device: dict[torch.device, tuple[Tensor, Tensor]] = {}  # rows and queries, moved once per device
+
         def keep_query(x: Tensor, pos_axis: int) -> Tensor:
             if query_index is None:
                 return x
-            picked = x.movedim(pos_axis, 1)[rows.to(x.device), query_index.to(x.device)]
+            if x.device not in on_device:
+                on_device[x.device] = rows.to(x.device), query_index.to(x.device)
+            picked = x.movedim(pos_axis, 1)[on_device[x.device]]
             return picked.unsqueeze(pos_axis)
 
         def recorder(kind: str, layer: int, index: int, convert: Callable[[Tensor], Tensor] | None,
@@ -505,9 +514,9 @@ class Backend:
                 elif kind == "pattern":
                     value = keep_query(value, 2)
                 if kind == "pattern":
-                    store[kind][layer] = upcast(value)
+                    store[kind][layer] = upcast(value, tensor)
                 elif kind:
-                    store[kind].setdefault(layer, {})[index] = upcast(value)
+                    store[kind].setdefault(layer, {})[index] = upcast(value, tensor)
                 if stop:
                     raise _StopForward
 
@@ -563,8 +572,9 @@ class Backend:
                 f"The forward pass did not fire the q/k/RoPE hooks of layer {layer} on this "
                 f"{type(self.model).__name__}; this architecture is not supported by psheads."
             )
-        q_full = torch.cat([q[layer][index] for index in range(n_sites["q"])], dim=-1)
-        k_full = torch.cat([k[layer][index] for index in range(n_sites["k"])], dim=-1)
+        q_full, k_full = (parts[layer][0] if n_sites[which] == 1 else
+                          torch.cat([parts[layer][index] for index in range(n_sites[which])], dim=-1)
+                          for which, parts in (("q", q), ("k", k)))
         if rotated:
             cos, sin = tables[layer]["cos"][:n_pos], tables[layer]["sin"][:n_pos]
         else:

@@ -26,17 +26,15 @@ def module_tree(*roots: Any) -> list[torch.nn.Module]:
     Walks ``_modules`` directly: ``Module.modules()`` builds a name for every module, which on a
     TransformerBridge (hundreds of hook points) cost milliseconds per call.
     """
-    seen: set[int] = set()
-    out: list[torch.nn.Module] = []
-    stack = [root for root in reversed(roots) if isinstance(root, torch.nn.Module)]
+    seen: dict[int, torch.nn.Module | None] = {}  # by id, in visiting order (None: an empty child slot)
+    stack: list[torch.nn.Module | None] = [root for root in reversed(roots) if isinstance(root, torch.nn.Module)]
     while stack:
         module = stack.pop()
-        if id(module) in seen:
-            continue
-        seen.add(id(module))
-        out.append(module)
-        stack.extend(child for child in reversed(module._modules.values()) if child is not None)
-    return out
+        if id(module) not in seen:
+            seen[id(module)] = module
+            if module is not None:
+                stack.extend(reversed(module._modules.values()))
+    return [module for module in seen.values() if module is not None]
 
 
 
