@@ -8,9 +8,9 @@ kernel; on a GPU most launch one); with ``--device cuda`` the CUDA kernel launch
 (random weights). Each call is warmed up once, then profiled once; both precisions are counted.
 
 Compute operators (views left out) are counted too, and for a ``score_heads`` call by stage:
-the capture (the forward with psheads' hooks), the analysis on the model's device (the factored
-logits and the score method) and the rest on the host (reductions over prompts, the frame). Only
-the first two launch GPU kernels.
+the capture (the forward with psheads' hooks), the analysis on the model's device (stacking the
+layers' captures, the factored logits, the score method, the results' copy to the host) and the
+rest on the host (reductions over prompts, the frame). Only the first two launch GPU kernels.
 
 Usage: python benchmarks/launches.py [--device cuda] [--shapes paper-b gemma-2048]
 """
@@ -95,8 +95,10 @@ def stage_counts(lens: psheads.RopeLens, fn: Callable[[], object]) -> collection
 
     # the stages are psheads' own functions, patched for this count only
     with (mock.patch.object(lens.backend, "capture", staged("capture", lens.backend.capture)),
+          mock.patch.object(engine, "_stack", staged("device", engine._stack)),
           mock.patch.object(engine, "key_logits", staged("device", engine.key_logits)),
-          mock.patch.object(scoring, "_measure", staged("device", scoring._measure)), counter):
+          mock.patch.object(scoring, "_measure", staged("device", scoring._measure)),
+          mock.patch.object(engine, "_on_cpu", staged("device", engine._on_cpu)), counter):
         fn()
     return counter.counts
 

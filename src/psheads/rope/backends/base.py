@@ -154,6 +154,7 @@ class Backend:
         self.model = model
         self.cfg = model.cfg
         self._analysing = False
+        self._readings: dict[tuple[int, bool], Reading] = {}  # read once per analysis: the model is fixed then
         if getattr(self.cfg, "positional_embedding_type", None) != "rotary":
             raise ValueError(
                 f"{self.model_name} does not use rotary position embeddings "
@@ -247,6 +248,7 @@ class Backend:
                 yield
             finally:
                 self._analysing = False
+                self._readings.clear()
 
     def weights_owner(self) -> torch.nn.Module:
         """The module that holds every parameter and buffer of the model."""
@@ -553,9 +555,15 @@ class Backend:
         }
 
     def _reading(self, layer: int, sdpa: bool) -> Reading:
-        """Where ``layer``'s q and k are read in this forward, and its static facts."""
+        """Where ``layer``'s q and k are read in this forward, and its static facts (read once per
+        open analysis: every batch of one call reuses them)."""
+        if (layer, sdpa) in self._readings:
+            return self._readings[(layer, sdpa)]
         sites = {which: self.sdpa_sites(layer, which) if sdpa else self.qk_sites(layer, which) for which in ("q", "k")}
-        return Reading(sites, self.layer_spec(layer))
+        reading = Reading(sites, self.layer_spec(layer))
+        if self._analysing:
+            self._readings[(layer, sdpa)] = reading
+        return reading
 
     def _assemble(
         self, layer: int, reading: Reading, q: dict, k: dict, tables: dict, n_pos: int,
