@@ -678,6 +678,40 @@ def test_model_left_unchanged_by_captures_even_after_errors(model_factory, famil
         model.eval()
 
 
+def test_upcast_copies_what_shares_the_models_memory_and_keeps_what_does_not() -> None:
+    """A capture never holds the model's memory (a later in-place write must not reach it), and
+    a tensor already computed into new memory (a gathered query) is not copied a second time."""
+    from psheads.rope.backends.base import upcast
+
+    activation = torch.randn(2, 5, 4)
+    view = activation.reshape(2, 5, 2, 2)
+    kept = upcast(view, activation)
+    activation.add_(1)
+    assert kept.untyped_storage().data_ptr() != activation.untyped_storage().data_ptr()
+    torch.testing.assert_close(kept + 1, view, atol=0, rtol=0)
+    gathered = activation[torch.tensor([0, 1]), torch.tensor([4, 2])]
+    assert upcast(gathered, activation).data_ptr() == gathered.data_ptr()
+    assert upcast(activation).data_ptr() != activation.data_ptr()  # no source: always a copy
+    half = activation.half()
+    assert upcast(half, half).dtype == torch.float32
+
+
+def test_hook_sites_are_read_once_per_call_not_per_batch(model_factory, monkeypatch) -> None:
+    lens = psheads.RopeLens(model_factory("llama"))
+    reads: list[tuple[int, str]] = []
+    qk_sites = lens.backend.qk_sites
+    monkeypatch.setattr(lens.backend, "qk_sites", lambda layer, which: reads.append((layer, which)) or qk_sites(
+        layer, which))
+    tokens = torch.randint(0, 64, (6, 12))
+    first = psheads.score_heads(lens, tokens, batch_size=2, progress=False)  # three batches
+    assert sorted(reads) == sorted({(geo.layer, which) for geo in lens.layers for which in "qk"})
+    assert not lens.backend._readings  # dropped with the analysis: a later call reads them anew
+    psheads.score_heads(lens, tokens, batch_size=2, progress=False)
+    assert len(reads) == 2 * 2 * len(lens.layers)
+    pd.testing.assert_frame_equal(first, psheads.score_heads(lens, tokens, batch_size=6, progress=False),
+                                  check_exact=False, atol=1e-12)
+
+
 # --- Hugging Face models ----------------------------------------------------------------------
 def _hf_snapshot(model: torch.nn.Module) -> dict:
     """Everything psheads must leave alone on a user's Hugging Face model."""
