@@ -392,9 +392,10 @@ class _Block:
     heads: tuple[int, ...]
     sums: dict[str, Tensor]
 
-    def rows(self, i: int) -> slice:
-        """The rows of the block's ``i``-th layer."""
-        return slice(i * len(self.heads), (i + 1) * len(self.heads))
+
+def _layer_rows(i: int, heads: tuple[int, ...]) -> slice:
+    """The rows of the ``i``-th layer in a layer-major ``[layer · head(, slot)]`` block."""
+    return slice(i * len(heads), (i + 1) * len(heads))
 
 
 class RunningMean:
@@ -436,37 +437,32 @@ class RunningMean:
                                                  {name: value.clone() for name, value in part.sums.items()})
             self._where.update({key: (block, i) for i, key in enumerate(keys)})
             return
-        new = _Block(list(part.layers), part.heads, part.sums)
         for i, (key, geo) in enumerate(zip(keys, part.layers, strict=True)):  # stacked otherwise before: by layer
+            rows = _layer_rows(i, part.heads)
             if key in self._where:
                 block, j = self._where[key]
                 for name, value in part.sums.items():
-                    block.sums[name][block.rows(j)].add_(value[new.rows(i)])
+                    block.sums[name][_layer_rows(j, block.heads)].add_(value[rows])
             else:
                 block = self._blocks[((geo.layer,), part.heads)] = _Block(
-                    [geo], part.heads, {name: value[new.rows(i)].clone() for name, value in part.sums.items()})
+                    [geo], part.heads, {name: value[rows].clone() for name, value in part.sums.items()})
                 self._where[key] = (block, 0)
 
     def frame(self, columns: list[str]) -> pd.DataFrame:
         """Means (and spreads) in ``columns`` order after the key columns (``n_prompts``: the count),
         sorted by layer and head; planes stay in slot order (1 … F, then 0)."""
         parts: list[dict[str, np.ndarray]] = []
-        heads_rank: list[int] = []
-        ranks = {heads: rank for rank, heads in enumerate(sorted({block.heads for block in self._blocks.values()}))}
-        for block in self._blocks.values():
+        for block in sorted(self._blocks.values(), key=lambda block: block.heads):  # then stably by layer
             counts = [self._counts[(geo.layer, block.heads)] for geo in block.layers]
             if len(set(counts)) == 1:  # the whole block at once
                 parts.append(self._means(block.layers, block.heads, block.sums, counts[0], columns))
             else:
-                parts += [self._means([geo], block.heads, {name: total[block.rows(i)] for name, total in
-                                                           block.sums.items()}, n, columns)
+                parts += [self._means([geo], block.heads, {name: total[_layer_rows(i, block.heads)]
+                                                           for name, total in block.sums.items()}, n, columns)
                           for i, (geo, n) in enumerate(zip(block.layers, counts, strict=True))]
-            heads_rank += [ranks[block.heads]] * (len(parts) - len(heads_rank))
         keys = ["layer", "head", "kv_head"] + (["plane", "theta"] if self.by_frequency else [])
         frame = _frame(parts, keys + columns)
-        # sorted by layer, then heads (stable: a layer's rows keep their head and slot order)
-        rank = np.concatenate([np.full(len(part["layer"]), r) for r, part in zip(heads_rank, parts, strict=True)])
-        order = np.lexsort([rank, frame["layer"].to_numpy()])
+        order = np.argsort(frame["layer"].to_numpy(), kind="stable")  # a layer's rows keep head and slot order
         return frame if (order[1:] > order[:-1]).all() else frame.iloc[order].reset_index(drop=True)
 
     def _means(self, layers: list[LayerGeometry], heads: tuple[int, ...], sums: dict[str, Tensor], n: int,
