@@ -262,6 +262,27 @@ GATING_SWEEP = FrameSchema("gating_sweep", (
 ``psheads.data.table("gating_sweep")``)."""
 
 
+POLICY_CONDITIONS = ("full", "map", "random", "random-layers", "anti", "streaming", "retrieval", "razor",
+                     "beyond-window", "designed", "rope-windows")
+"""The conditions of an attention-policy evaluation (``psheads.experiments.attention_policy``), in order."""
+
+POLICY_EVALUATION = FrameSchema("attention policy evaluation", (
+    Column("model", "str", "the model's name"),
+    Column("task", "str", "long-context task (needle, variable-tracking, copy, passkey) or 'perplexity'"),
+    Column("length", "int", "prompt length in tokens"),
+    Column("budget", "float", "share of KV heads streamed asked for (0 for full attention)"),
+    Column("condition", "str", "who chose the streamed heads: " + ", ".join(POLICY_CONDITIONS)),
+    Column("draw", "int", "seed of a random map (0 for the other conditions)"),
+    Column("metric", "str", "'accuracy' (teacher-forced, answers or tokens) or 'perplexity'"),
+    Column("value", "float", "the accuracy in [0, 1], or the perplexity"),
+    Column("correct", "float", "measurements correct (accuracy rows; NaN for perplexity)"),
+    Column("total", "int", "measurements: answers or tokens (tokens predicted for perplexity)"),
+    Column("streamed", "float", "share of KV heads the condition streams"),
+    Column("kv_tokens", "int", "KV tokens kept at this length, summed over layers and KV heads"),
+))
+"""``psheads.experiments.attention_policy.evaluate_policies``: one row per model, task, length, budget,
+condition and draw (stored: ``psheads.data.table("policy/evaluation")``)."""
+
 _ATLAS = (
     Column("model", "str", "zoo name of the model"),
     Column("prompts", "str", "prompt set: natural, random, or an LLM task name"),
