@@ -112,8 +112,8 @@ def counted_cells(frame: pd.DataFrame) -> pd.DataFrame:
 
 def permutation_p(value: float, draws: Sequence[float]) -> float:
     """One-sided p-value of ``value`` against random ``draws``: ``(1 + #draws ≥ value) / (1 + #draws)``."""
-    draws = np.asarray(draws, dtype=float)
-    return float((1 + np.sum(draws >= value - 1e-12)) / (1 + draws.size))
+    values = np.asarray(draws, dtype=float)
+    return float((1 + np.sum(values >= value - 1e-12)) / (1 + values.size))
 
 
 def comparisons(frame: pd.DataFrame, budget: float = PRIMARY_BUDGET) -> pd.DataFrame:
