@@ -28,6 +28,21 @@ def plain_tokenizer(vocab_size: int = VOCAB) -> transformers.PreTrainedTokenizer
     return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0", pad_token="t0")
 
 
+def prose_bpe_tokenizer(vocab_size: int = 800) -> transformers.PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer trained here on the shipped prose (no network), with a ``<bos>``."""
+    from tokenizers import decoders, trainers
+
+    from psheads import data
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<bos>"], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(data.path("prose.txt").read_text(encoding="utf-8").splitlines(), trainer)
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<bos>")
+
+
 def save_word_tokenizer(directory: Path, vocab_size: int = VOCAB) -> None:
     """A word-level tokenizer (``t0 … tN``) so every family boots without hub files."""
     fast = plain_tokenizer(vocab_size)

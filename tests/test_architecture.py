@@ -25,8 +25,8 @@ def test_every_module_belongs_to_a_layer() -> None:
     assert {m.layer for m in modules} == {*architecture.layer_names(), "face"}
     assert {m.name for m in modules if m.layer == "face"} == {"psheads", "psheads.__main__"}
     top = sorted(p.name for p in SOURCE.iterdir() if not p.name.startswith((".", "__pycache__")))
-    # the top level reads as the architecture: the layers, the public face and the package marker
-    assert len(top) <= 14, top
+    # the top level reads as the architecture: the layers, the public face (__init__, __main__) and the package marker
+    assert len(top) <= len(psheads.LAYERS) + 3, top
     for module in modules:
         assert module.doc, f"{module.name} has no docstring saying what it holds"
 

@@ -39,6 +39,7 @@ LAYERS = (
     ("tasks", "the task protocol, its registry and the tasks"),
     ("measure", "measurements of a model on prompts: head scores, frequency usage, margins, accuracy"),
     ("models", "models psheads builds, trains or ships: the zoo, training, Theorem 3.1's constructions"),
+    ("policy", "head maps as KV-cache policies: files serving stacks read, windowed forwards, the KV kept"),
     ("experiments", "models run on tasks across conditions: lengths, ablations, gated sweeps"),
     ("plotting", "figures: pure functions frame → plotly Figure"),
     ("reproduction", "the papers' published values and the reproduction report"),
@@ -129,6 +130,7 @@ __all__ = [
     "load_frame",
     "load_pretrained",
     "plotting",
+    "policy",
     "register_score_method",
     "save_frame",
     "score_heads",
@@ -140,7 +142,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from psheads import plotting, tasks
+    from psheads import plotting, policy, tasks
     from psheads.experiments.ablation import Intervention, ablate
     from psheads.experiments.lengthgen import length_generalization
     from psheads.measure.discrepancy import discrepancy

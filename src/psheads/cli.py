@@ -556,6 +556,89 @@ def _demo_random(args: argparse.Namespace) -> int:
     return 0
 
 
+def _policy(args: argparse.Namespace) -> int:
+    """Score the model at one length, write its policy files (and with --evaluate, the evaluation's tables)."""
+    import torch
+
+    from psheads import policy as policies
+    from psheads.experiments.attention_policy import PolicyEvaluationConfig, evaluate_policies, write_tables
+    from psheads.models import zoo
+    from psheads.policy.head_policy import check_settings
+    from psheads.tasks.long_context import FromTask, register_long_context_task
+
+    with _as_usage():
+        settings = check_settings(args.sink, args.recent, args.budget)
+    out = Path(args.out)
+    _check_writable(args.out, "--out")
+    written = [out / name for name in POLICY_FILES if (out / name).exists()]
+    if written and not args.force:
+        raise CommandError(f"--out {out} already holds {', '.join(p.name for p in written)}; pass --force to "
+                           "overwrite, or choose another folder")
+    task = _model_task(args.model)
+    device, dtype = _device(args), getattr(torch, args.dtype)
+    with _loader_output(args.quiet):
+        if args.model in zoo.PRETRAINED or args.model in zoo.LLMS:
+            loaded = zoo.load_pretrained(args.model, dtype=dtype, device=str(device), backend="transformers")
+            model, tokenizer = loaded.model, loaded.tokenizer
+        else:
+            import transformers
+
+            model = zoo.boot_local(args.model, dtype=dtype, device=str(device), backend="transformers")
+            tokenizer = transformers.AutoTokenizer.from_pretrained(args.model)
+    defaults = PolicyEvaluationConfig()
+    tasks: tuple[str, ...] = defaults.tasks
+    score_on, conditions = "prose", defaults.conditions
+    if task is not None:  # a model trained on a task: its own prompts, at the length asked
+        register_long_context_task(FromTask(task), replace=True)
+        tasks, score_on = (task.name,), task.name
+        conditions = tuple(c for c in conditions if c not in ("retrieval", "razor", "beyond-window"))
+    with _as_usage():
+        config = PolicyEvaluationConfig(lengths=(args.length,), tasks=tasks, budgets=tuple(args.budgets),
+                                        sink=settings[0], recent=settings[1], n_random=args.n_random,
+                                        n_prompts=args.n_prompts, score_prompts=args.score_prompts,
+                                        perplexity=task is None, score_on=score_on, conditions=conditions,
+                                        seed=args.seed)
+    scoring = _policy_prompts(model, tokenizer, config)
+    policy = policies.make_policy(model, scoring, sink=settings[0], recent=settings[1], budget=settings[2],
+                                  windows=args.windows, progress=_progress(args),
+                                  provenance={"prompts": score_on, "length": args.length})
+    policies.write_duo_folder(policy, out)
+    policies.write_mask(policy, out / "mask.tsv")
+    policies.write_head_scores(policy, out / "head_scores.json")
+    policy.frame().to_csv(out / "policy.csv", index=False)
+    streamed = policy.streamed()
+    full = policies.kv_bytes(policy, 8192, budget=0.0)
+    print(f"{policy!r}\nstreamed at {settings[2]:.0%}: {int(streamed.sum())} of {streamed.size} KV heads; KV kept at "
+          f"8,192 tokens {policies.kv_bytes(policy, 8192) / full:.1%} of full attention's")
+    print(f"wrote {', '.join(POLICY_FILES)} to {out}")
+    if args.evaluate:
+        result = evaluate_policies(model, tokenizer, config, model_name=args.model, progress=_progress(args),
+                                   resume=out / "evaluation" / "rows.jsonl")
+        write_tables(result, out / "evaluation")
+        print(result.grades()[["goal", "verdict", "detail"]].to_string(index=False))
+        print(f"wrote the evaluation to {out / 'evaluation'}")
+    return 0
+
+
+POLICY_FILES = ("full_attention_heads.tsv", "config.json", "mask.tsv", "head_scores.json", "policy.csv")
+"""What ``psheads policy`` writes into ``--out``."""
+
+
+def _policy_prompts(model: Any, tokenizer: Any, config: Any) -> Any:
+    """The prompts the map is scored on: prose windows at the length, or the model's own task's prompts."""
+    from psheads import data
+    from psheads.experiments.atlas import natural_prompts
+    from psheads.tasks.long_context import long_context_task
+
+    length = config.lengths[0]
+    with _as_usage():
+        if config.score_on == "prose":
+            return natural_prompts(tokenizer, data.path("prose.txt").read_text(encoding="utf-8"), length,
+                                   config.score_prompts + 1)[1:]
+        return long_context_task(config.score_on).generate(tokenizer, length, config.score_prompts,
+                                                           seed=config.seed + 2000).tokens
+
+
 # --- the parser ------------------------------------------------------------------------------
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the description's paragraphs and shows every option's default (not None or off)."""
@@ -739,7 +822,37 @@ def _add_atlas(sub: Any) -> None:
     atlas.add_argument("--batch-size", type=_positive_int, default=8, metavar="N", help="prompts per forward pass")
 
 
-COMMANDS = (_add_demo, _add_score, _add_profile, _add_lengthgen, _add_train, _add_reproduce, _add_atlas)
+def _add_policy(sub: Any) -> None:
+    policy = _command(sub, "policy", "psheads' head map as a KV-cache policy: the files serving stacks read, and "
+                                     "its test against random maps and the anchors' criteria", _policy,
+                      " Scores every head on prose at --length (a shipped task model: on its own task), ranks KV "
+                      "heads by the largest symbolic score in each group and writes DuoAttention's pattern folder "
+                      "(full_attention_heads.tsv, config.json), a 0/1 mask at --budget, HeadKV's head_scores.json and "
+                      "policy.csv. --evaluate also runs the long-context tasks under every condition of the "
+                      "pre-registered evaluation (psheads.experiments.policy_rules) and prints the verdicts; it "
+                      "resumes from --out.")
+    _add_model_options(policy, f"a zoo LLM ({', '.join(LLM_NAMES)}), a shipped model (number, letter) or a local "
+                               "Hugging Face model folder (run with SDPA attention)")
+    policy.add_argument("--out", required=True, metavar="DIR", help="the policy folder (created if needed)")
+    policy.add_argument("--budget", type=float, default=0.5, help="share of KV heads streamed in the files")
+    policy.add_argument("--sink", type=int, default=64, help="tokens at the start every streamed head keeps")
+    policy.add_argument("--recent", type=int, default=256, help="most recent tokens every streamed head keeps")
+    policy.add_argument("--length", type=_positive_int, default=2048, help="tokens per prompt (score at the length "
+                                                                             "the policy will serve)")
+    policy.add_argument("--score-prompts", type=_positive_int, default=4, metavar="N", help="prompts scored")
+    policy.add_argument("--windows", choices=("uniform", "rope"), default="uniform",
+                        help="uniform windows, or per-head windows from RoPE wavelengths at the same total KV")
+    policy.add_argument("--evaluate", action="store_true", help="also run the evaluation (long: hours on a CPU)")
+    policy.add_argument("--budgets", type=float, nargs="+", default=[0.25, 0.5, 0.75], metavar="B",
+                        help="budgets of the evaluation")
+    policy.add_argument("--n-random", type=int, default=20, metavar="N", help="random maps per budget (--evaluate)")
+    policy.add_argument("--n-prompts", type=_positive_int, default=2, metavar="N",
+                        help="prompts per task (--evaluate)")
+    policy.add_argument("--seed", type=_seed, default=0, help="seed of the prompts and random maps")
+    _add_force(policy)
+
+
+COMMANDS = (_add_demo, _add_score, _add_profile, _add_lengthgen, _add_train, _add_reproduce, _add_atlas, _add_policy)
 """Each adds one sub-command to the parser, in the order ``--help`` lists them."""
 
 

@@ -46,7 +46,7 @@ def gptj_config(vocab_size: int, **overrides: Any) -> transformers.GPTJConfig:
     return transformers.GPTJConfig(**fields)
 
 
-BACKENDS = ("bridge", "hooked")
+BACKENDS = ("bridge", "hooked", "transformers")
 """``"bridge"``: TransformerLens ``TransformerBridge``; ``"hooked"``: ``HookedTransformer`` (TL 3.x)."""
 
 
@@ -91,8 +91,10 @@ def boot_local(directory: str | Path, dtype: torch.dtype = torch.float32, device
         directory: a ``save_pretrained`` directory (config, safetensors weights, tokenizer).
         dtype: parameter dtype.
         device: device.
-        backend: ``"bridge"`` (TransformerBridge) or ``"hooked"`` (HookedTransformer,
-            TransformerLens 3.x; the families ``psheads.rope.families.hooked_families()`` lists).
+        backend: ``"bridge"`` (TransformerBridge), ``"hooked"`` (HookedTransformer,
+            TransformerLens 3.x; the families ``psheads.rope.families.hooked_families()`` lists) or
+            ``"transformers"`` (the plain Hugging Face model with SDPA attention, in eval mode: the fast
+            path for long forwards, as ``psheads.policy.windowed`` runs them).
         allow_pickle_files: boot a folder that also holds pickled files (``.bin``, ``.pt``, …; an
             old checkpoint's ``trainer_state.pt``, say); they are still never read.
     """
@@ -108,6 +110,10 @@ def boot_local(directory: str | Path, dtype: torch.dtype = torch.float32, device
     check_safe_folder(directory, allow_pickle_files)
     if backend == "hooked":
         return _boot_hooked(directory, dtype, device)
+    if backend == "transformers":
+        hf: Any = transformers.AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype,
+                                                                    attn_implementation="sdpa", use_safetensors=True)
+        return hf.to(device).eval()
     return TransformerBridge.boot_transformers(str(directory), device=device, dtype=dtype)
 
 
@@ -297,6 +303,8 @@ class Pretrained:
         evaluation: accuracy per hop count of the shipped weights (``hops, accuracy, n``; None for an LLM).
         dynamics: learning dynamics per checkpoint, layer and head (None for an LLM).
         info: the training record (``training_config.json``), or for an LLM its source, directory and terms.
+        tokenizer: the model's Hugging Face tokenizer, for ``backend="transformers"`` (a plain Hugging
+            Face model carries none; a TransformerLens model has its own ``model.tokenizer``).
         length_generalization: accuracy per prompt length and hop count (``length, hops, accuracy, n``;
             ``psheads.experiments.lengthgen.length_generalization`` as ``scripts/length_generalization.py`` ran it, with
             its settings and timings in ``length_generalization.json`` beside it), None when not shipped.
@@ -308,6 +316,7 @@ class Pretrained:
     dynamics: pd.DataFrame | None
     info: dict
     length_generalization: pd.DataFrame | None = None
+    tokenizer: Any = None
 
     def _directory(self) -> Path | None:
         """Where the model's files are: an LLM's converted folder, a shipped model's package folder."""
@@ -364,7 +373,7 @@ def load_pretrained(name: str, dtype: torch.dtype = torch.float32, device: str =
             ``"number-psheads"``, ``"letter-psheads"``: psheads' recipe) or in ``LLMS``.
         dtype: parameter dtype.
         device: device.
-        backend: ``"bridge"`` or ``"hooked"`` (see ``boot_local``).
+        backend: ``"bridge"``, ``"hooked"`` or ``"transformers"`` (see ``boot_local``).
         cache: cache folder for converted LLMs (default: ``$PSHEADS_CACHE`` or ``~/.cache/psheads``).
         verify_cache: hash every file of a converted LLM before booting it (by default only files
             whose size or mtime changed are hashed; a damaged cache is converted again).
@@ -398,6 +407,7 @@ def load_pretrained(name: str, dtype: torch.dtype = torch.float32, device: str =
         dynamics=schema.ordered_labels(pd.read_csv(directory / "dynamics.csv")),
         info=info,
         length_generalization=pd.read_csv(curve, dtype={"hops": str}) if curve.is_file() else None,
+        tokenizer=transformers.AutoTokenizer.from_pretrained(directory) if backend == "transformers" else None,
     )
 
 
@@ -473,8 +483,9 @@ def _load_llm(spec: PipModel, dtype: torch.dtype, device: str, backend: str, cac
     info = {"name": spec.name, "title": spec.title,
             "source": "registry packages " + ", ".join(p for p, _ in spec.parts),
             "directory": str(target), "licence": spec.licence, **record}
+    tokenizer = transformers.AutoTokenizer.from_pretrained(target) if backend == "transformers" else None
     return Pretrained(model=boot_local(target, dtype=dtype, device=device, backend=backend), task=None,
-                      evaluation=None, dynamics=None, info=info)
+                      evaluation=None, dynamics=None, info=info, tokenizer=tokenizer)
 
 
 def _ensure(folder: Path) -> Path:

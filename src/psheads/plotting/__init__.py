@@ -6,7 +6,7 @@ figures coloured by layer share one colour per layer (``layer_colors``). Each fu
 input and names the psheads function that makes the frame it needs.
 
 The figures live in one module per domain (``scores``, ``frequencies``, ``training``, ``lengthgen``,
-``theory``, ``ablation``, ``gating_sweep``), on the shared ``style`` and ``checks``; import them from here.
+``theory``, ``ablation``, ``gating_sweep``, ``policy``), on the shared ``style`` and ``checks``; import them from here.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from psheads.plotting.ablation import accuracy_under_ablation
 from psheads.plotting.frequencies import frequency_curves, frequency_scores, frequency_usage, plane_logits
 from psheads.plotting.gating_sweep import accuracy_by_band
 from psheads.plotting.lengthgen import accuracy_vs_length
+from psheads.plotting.policy import policy_curves, policy_map, random_distribution
 from psheads.plotting.scores import (
     attention_under_swap,
     layer_distributions,
@@ -36,5 +37,6 @@ __all__ = [
     "LAYER_COLORSCALE", "TEMPLATE", "accuracy_by_band", "accuracy_by_hops", "accuracy_under_ablation",
     "accuracy_vs_length", "attention_under_swap", "discrepancy_vs_length", "frequency_curves", "frequency_scores",
     "frequency_usage", "hop_attention", "layer_colors", "layer_distributions", "learning_dynamics", "local_global",
-    "plane_logits", "pure_head_counts", "score_correlation", "score_heatmap", "score_plane", "theorem_bounds",
+    "plane_logits", "policy_curves", "policy_map", "pure_head_counts", "random_distribution", "score_correlation",
+    "score_heatmap", "score_plane", "theorem_bounds",
 ]

@@ -19,6 +19,7 @@ _PRODUCERS = {
     schema.ABLATION.name: "psheads.experiments.ablation.ablate",
     schema.LENGTH_GENERALIZATION.name: "psheads.experiments.lengthgen.length_generalization",
     schema.GATING_SWEEP.name: "psheads.experiments.gating_sweep.gating_sweep",
+    schema.POLICY_EVALUATION.name: "psheads.experiments.attention_policy.evaluate_policies (its .evaluation)",
 }
 
 

@@ -8,21 +8,34 @@ between architecture families is data in ``psheads.rope.families``; the facts us
 docs' decomposition page, and the lens self-check guards them.
 
 One module per role: ``base`` (the capture every backend shares), ``hooked`` and ``bridge`` (one
-per kind of model), ``facts`` (what the measurements and experiments read about any model); this
+per kind of model), ``facts`` (what the measurements and experiments read about any model), ``key_masks`` (keys hidden
+from chosen heads in the model's own forward, and the attention shape a head map describes); this
 face picks the backend for a model.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import transformers
 
 from psheads.rope.backends.base import Backend, HookSite
 from psheads.rope.backends.bridge import BridgeBackend, as_bridge
+from psheads.rope.backends.facts import model_kind
 from psheads.rope.backends.hooked import HookedTransformerBackend
+from psheads.rope.backends.key_masks import (
+    AttentionShape,
+    KeepKeys,
+    hf_attention_modules,
+    hf_attention_shape,
+    hf_masked_keys,
+    short_name,
+)
 
-__all__ = ["Backend", "BridgeBackend", "HookSite", "HookedTransformerBackend", "as_bridge", "backend_for"]
+__all__ = ["AttentionShape", "Backend", "BridgeBackend", "HookSite", "HookedTransformerBackend", "KeepKeys",
+           "as_bridge", "attention_shape", "backend_for", "masked_keys", "short_name"]
 
 
 def backend_for(model: Any) -> Backend:
@@ -48,3 +61,58 @@ def backend_for(model: Any) -> Backend:
         f"psheads needs a TransformerLens model (TransformerBridge or HookedTransformer) or a Hugging Face "
         f"transformers.PreTrainedModel, got {type(model).__name__}.{hint}"
     )
+
+
+def _plain_hf(model: Any) -> transformers.PreTrainedModel:
+    """``model`` itself when it is a plain Hugging Face model (not a TransformerLens one)."""
+    if not isinstance(model, transformers.PreTrainedModel):
+        raise TypeError(f"psheads needs a TransformerLens model or a Hugging Face transformers.PreTrainedModel, got "
+                        f"{type(model).__name__}.")
+    return model
+
+
+def attention_shape(model: Any) -> AttentionShape:
+    """The attention shape of a TransformerLens model or a Hugging Face ``PreTrainedModel`` (read off the
+    model itself: a Hugging Face model is not bridged).
+
+    Raises:
+        TypeError: neither kind of model.
+        ValueError: its attention layers differ in shape (a head map is a rectangle), or none can be found.
+    """
+    if model_kind(model) == "hf":
+        shape = hf_attention_shape(_plain_hf(model))
+        shapes = {(shape.n_heads, shape.n_kv_heads, shape.d_head)}
+    else:
+        backend = backend_for(model)
+        specs = [backend.layer_spec(layer) for layer in backend.attention_layers]
+        shapes = {(spec.n_heads, spec.n_kv_heads, spec.d_head) for spec in specs}
+        first = specs[0]
+        shape = AttentionShape(str(short_name(backend.model_name)), backend.architecture, backend.attention_layers,
+                               first.n_heads, first.n_kv_heads, first.d_head, tuple(spec.window for spec in specs))
+    if len(shapes) != 1:
+        raise ValueError(f"{shape.architecture} has attention layers of different shapes (heads, KV heads, head "
+                         f"width: {sorted(shapes)}); a head map is a rectangle of layers × heads, so psheads maps only "
+                         "models whose attention layers all have the same shape.")
+    return shape
+
+
+@contextlib.contextmanager
+def masked_keys(model: Any, keep: KeepKeys) -> Iterator[None]:
+    """While active, ``model``'s forward hides from each head the keys ``keep`` hides
+    (``psheads.rope.backends.key_masks``).
+
+    Args:
+        model: a TransformerLens model (TransformerBridge, HookedTransformer) or a Hugging Face
+            ``PreTrainedModel`` running SDPA or eager attention.
+        keep: per layer, the keys each head may see (``KeepKeys``).
+
+    Raises:
+        TypeError: not a model of those kinds.
+        ValueError: a Hugging Face attention that is neither SDPA nor eager.
+    """
+    if model_kind(model) == "hf":
+        with hf_masked_keys(hf_attention_modules(_plain_hf(model)), keep):
+            yield
+        return
+    with backend_for(model).masked_keys(keep):
+        yield

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from psheads.rope import geometry
 from psheads.rope.backends.facts import input_device, preserved_state, weights_state
+from psheads.rope.backends.key_masks import KeepKeys, scores_hook
 from psheads.rope.families import GENERIC, Family, family_titles
 from psheads.rope.layer import LayerCapture, LayerSpec, attention_pattern, visible_keys
 from psheads.rope.precision import exact_dtype
@@ -445,6 +446,16 @@ class Backend:
     def edit_site(self, layer: int) -> torch.nn.Module:
         """Module whose ``attention_mask`` kwarg is widened into an editable score bias."""
         raise NotImplementedError
+
+    @contextlib.contextmanager
+    def masked_keys(self, keep: KeepKeys) -> Iterator[None]:
+        """While active, every forward hides from each head the keys ``keep`` hides
+        (``psheads.rope.backends.key_masks``): ``-inf`` at the pre-softmax ``hook_attn_scores``, which
+        TransformerLens fires after its own causal mask. Hooks are removed on exit, also on error."""
+        hooks = [(self.attention_hook_name(layer, "hook_attn_scores"), scores_hook(layer, keep))
+                 for layer in self.attention_layers]
+        with self.model.hooks(fwd_hooks=hooks):
+            yield
 
     # --- capture ----------------------------------------------------------------------------
     def capture(

@@ -31,6 +31,7 @@ from torch import Tensor
 
 from psheads.rope.backends.base import Backend, HookSite, upcast
 from psheads.rope.backends.facts import weights_state
+from psheads.rope.backends.key_masks import KeepKeys, hf_masked_keys, scores_hook
 from psheads.rope.families import GENERIC, UnsupportedModelError, family_of
 from psheads.rope.geometry import Pairing
 from psheads.rope.layer import LayerSpec, QueryScale
@@ -158,6 +159,16 @@ class BridgeBackend(Backend):
 
     def edit_site(self, layer: int) -> torch.nn.Module:
         return self._hf_attn(layer)
+
+    @contextlib.contextmanager
+    def masked_keys(self, keep: KeepKeys) -> Iterator[None]:
+        """Attention TransformerLens computes itself: ``-inf`` at its pre-softmax ``hook_attn_scores``;
+        attention it wraps as it is (GPT-J): the Hugging Face attention's own mask, narrowed."""
+        wrapped = {layer: self._hf_attn(layer) for layer in self.attention_layers if self._kind(layer) == "wrapped"}
+        hooks = [(self.attention_hook_name(layer, "hook_attn_scores"), scores_hook(layer, keep))
+                 for layer in self.attention_layers if layer not in wrapped]
+        with hf_masked_keys(wrapped, keep), self.model.hooks(fwd_hooks=hooks):
+            yield
 
     def scores_bytes(self, shape: torch.Size) -> int:
         heads = max(self._head_counts(layer)[0] for layer in self.attention_layers)

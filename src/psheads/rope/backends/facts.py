@@ -194,3 +194,20 @@ def last_logits(model: Any, tokens: Tensor, max_bytes: int) -> Tensor:
     step = max(1, max_bytes // (positions * vocab * 4))
     return torch.cat([_logits(model(tokens[start:start + step]))[:, -1] for start in range(0, rows, step)])
 
+
+
+def logits_at(model: Any, tokens: Tensor, positions: Tensor) -> Tensor:
+    """``[batch, k, vocab]`` logits after the tokens at ``positions`` (``[batch, k]``) of each row.
+
+    A Hugging Face forward that takes ``logits_to_keep`` computes only those positions' logits (one row
+    at a time when rows ask for different positions), so a long prompt over a large vocabulary never
+    forms its full logits; other models compute every position and pick.
+    """
+    kind = model_kind(model)
+    if kind == "hf" and _keeps_logits(model, kind):
+        if bool((positions == positions[:1]).all()):
+            return _logits(model(input_ids=tokens, logits_to_keep=positions[0]))
+        return torch.cat([_logits(model(input_ids=tokens[row:row + 1], logits_to_keep=positions[row]))
+                          for row in range(tokens.shape[0])])
+    logits = _logits(model(tokens) if kind != "hf" else model(input_ids=tokens))
+    return logits.gather(1, positions.to(logits.device)[..., None].expand(-1, -1, logits.shape[-1]))
