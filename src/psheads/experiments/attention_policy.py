@@ -220,8 +220,9 @@ def auc(positives: np.ndarray, negatives: np.ndarray) -> float:
 def agreement(policy: HeadPolicy, other: HeadPolicy, budget: float = rules.PRIMARY_BUDGET) -> dict[str, float]:
     """Spearman ρ of two maps' KV scores (ties share their average rank; unscored heads left out) and the
     share of the heads ``policy`` streams at ``budget`` that ``other`` streams too."""
-    both = pd.DataFrame({"first": np.asarray(policy.kv_scores).ravel(), "second": np.asarray(other.kv_scores).ravel()})
-    rho = float(both.dropna()["first"].corr(both.dropna()["second"], method="spearman"))
+    both = pd.DataFrame({"first": np.asarray(policy.kv_scores).ravel(),
+                         "second": np.asarray(other.kv_scores).ravel()}).dropna()
+    rho = float(both["first"].rank().corr(both["second"].rank()))  # Pearson on average ranks: Spearman's ρ
     mine, theirs = policy.streamed(budget), other.streamed(budget)
     overlap = float((mine & theirs).sum() / max(1, mine.sum()))
     return {"spearman": rho, "overlap": overlap}
