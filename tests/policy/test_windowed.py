@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 import torch
 import transformers
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from psheads.policy import HeadPolicy, attention_shape, keep_keys, windowed
-from psheads.rope.backends import backend_for
+from psheads.rope.backends import backend_for, masked_keys, streaming_sdpa
 from tests import helpers
 
 FAMILIES = ["llama", "gptj", "gemma3", "qwen2"]
@@ -143,12 +144,14 @@ def test_a_kv_group_is_streamed_together_and_query_heads_alone(models: dict) -> 
 
 
 def hook_state(models: dict) -> tuple:
-    """Every forward pre-hook of the Hugging Face modules and every TransformerLens hook, by id."""
+    """Every forward pre-hook of the Hugging Face modules, every TransformerLens hook and every override of
+    transformers' attention functions, by id."""
     modules = [m for kind in ("sdpa", "eager") for m in models[kind].modules()]
     modules += list(models["bridge"].original_model.modules())
     backend = backend_for(models["bridge"])
     return (tuple(tuple(module._forward_pre_hooks) for module in modules),
-            tuple(name for name, point in models["bridge"].hook_dict.items() if backend.has_hooks(point)))
+            tuple(name for name, point in models["bridge"].hook_dict.items() if backend.has_hooks(point)),
+            tuple((name, id(function)) for name, function in ALL_ATTENTION_FUNCTIONS._local_mapping.items()))
 
 
 def test_every_hook_is_removed_on_exit_and_on_error(models: dict) -> None:
@@ -194,3 +197,19 @@ def test_a_model_without_rope_is_refused(tmp_path: Path) -> None:
     policy = HeadPolicy.from_kv_scores(np.random.default_rng(0).random((2, 4)))
     with pytest.raises(ValueError, match="rotary"), windowed(gpt2, policy):
         pass
+
+
+@pytest.mark.parametrize("level", ["kv", "query"])
+def test_the_fast_path_equals_the_masked_path_over_many_blocks(models: dict, level: str) -> None:
+    """Prefill at the KV level on SDPA skips the hidden keys block by block (``streaming_sdpa``); over inputs
+    longer than a block it gives the logits of the dense mask, with the model's own sliding window kept."""
+    model = models["sdpa"]
+    policy = policy_for(model, sink=5, recent=70)
+    x = tokens(batch=1, length=streaming_sdpa.BLOCK * 2 + 37)
+    with windowed(model, policy, budget=0.5, level=level):
+        fast = logits(model, x)
+    with masked_keys(model, keep_keys(policy, 0.5, level=level)):
+        masked = logits(model, x)
+    torch.testing.assert_close(fast, masked, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(fast, logits(model, x), atol=1e-4)
+    assert streaming_sdpa.streamable(model) and not streaming_sdpa.streamable(models["eager"])

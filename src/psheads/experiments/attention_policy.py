@@ -381,7 +381,8 @@ def evaluate_policies(model: Any, tokenizer: Any = None, config: PolicyEvaluatio
             runs = list(_conditions(config, policy, anchors, rope if want_rope else None, length))
             _measure(model, name, length, tasks, prose, policy, runs, store, progress)
     evaluation = pd.DataFrame(list(store.rows.values()), columns=schema.POLICY_EVALUATION.names)
-    evaluation = evaluation[evaluation["model"] == name].reset_index(drop=True)
+    evaluation = evaluation[(evaluation["model"] == name) & evaluation["length"].isin(config.lengths)]
+    evaluation = evaluation.reset_index(drop=True)
     order = {condition: i for i, condition in enumerate(CONDITIONS)}
     evaluation = evaluation.sort_values(["length", "task", "budget", "condition", "draw"],
                                         key=lambda c: c.map(order) if c.name == "condition" else c,

@@ -13,8 +13,10 @@ model's own causal and sliding-window masks. Outside it, the model is as it was.
   time (an interpretability test; it saves no memory under GQA).
 
 It works on TransformerLens models (TransformerBridge, HookedTransformer) through the pre-softmax
-score hook, and on Hugging Face models through their SDPA or eager attention's mask (the fast CPU
-path); both give the same logits up to rounding. A layer with no streamed head, or a window that
+score hook, and on Hugging Face models through their attention's mask (eager, or SDPA in decode mode
+or at the query level) or, in prefill at the KV level on SDPA, by computing each streamed head on its
+sink and window keys only (``psheads.rope.backends.streaming_sdpa``: the fast path, cheaper than the
+plain forward); all give the same logits up to rounding. A layer with no streamed head, or a window that
 covers every key, runs untouched: a budget of 0 or a window at least the length gives the plain
 forward bit for bit. Masking leaves the computation at full size (no memory is freed here):
 ``kv_bytes`` says what a serving stack would keep.
@@ -33,6 +35,7 @@ from torch import Tensor
 from psheads.interface import validation
 from psheads.policy.head_policy import HeadPolicy, Level, check_budget, check_fits
 from psheads.rope.backends import AttentionShape, KeepKeys, attention_shape, masked_keys
+from psheads.rope.backends.streaming_sdpa import streamable, streamed_sdpa
 
 Mode = Literal["prefill", "decode"]
 
@@ -147,7 +150,13 @@ def windowed(model: Any, policy: HeadPolicy, budget: float | None = None, mode: 
         raise ValueError(f"level must be 'kv' (a KV group streamed together) or 'query' (one query head at a time), "
                          f"got {level!r}.")
     applicable(model, policy)
-    with masked_keys(model, keep_keys(policy, budget, mode, level, context)):
+    if mode == "prefill" and level == "kv" and streamable(model):  # the fast path: streamed heads skip their keys
+        windows = policy.windows(budget, level)[:, list(policy.kv_head_of)]
+        plan = {layer: tuple(int(w) for w in windows[i]) for i, layer in enumerate(policy.layers)}
+        computed = streamed_sdpa(model, policy.sink, plan)
+    else:
+        computed = masked_keys(model, keep_keys(policy, budget, mode, level, context))
+    with computed:
         yield policy.with_changes(budget=budget)
 
 
