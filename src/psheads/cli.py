@@ -575,6 +575,19 @@ def _policy(args: argparse.Namespace) -> int:
         raise CommandError(f"--out {out} already holds {', '.join(p.name for p in written)}; pass --force to "
                            "overwrite, or choose another folder")
     task = _model_task(args.model)
+    defaults = PolicyEvaluationConfig()
+    tasks: tuple[str, ...] = defaults.tasks
+    score_on, conditions = "prose", defaults.conditions
+    if task is not None:  # a model trained on a task: its own prompts, at the length asked
+        register_long_context_task(FromTask(task), replace=True)
+        tasks, score_on = (task.name,), task.name
+        conditions = tuple(c for c in conditions if c not in ("retrieval", "razor", "beyond-window"))
+    with _as_usage():  # every setting checked before the model loads
+        config = PolicyEvaluationConfig(lengths=(args.length,), tasks=tasks, budgets=tuple(args.budgets),
+                                        sink=settings[0], recent=settings[1], n_random=args.n_random,
+                                        n_prompts=args.n_prompts, score_prompts=args.score_prompts,
+                                        perplexity=task is None, score_on=score_on, conditions=conditions,
+                                        seed=args.seed)
     device, dtype = _device(args), getattr(torch, args.dtype)
     with _loader_output(args.quiet):
         if args.model in zoo.PRETRAINED or args.model in zoo.LLMS:
@@ -585,19 +598,6 @@ def _policy(args: argparse.Namespace) -> int:
 
             model = zoo.boot_local(args.model, dtype=dtype, device=str(device), backend="transformers")
             tokenizer = transformers.AutoTokenizer.from_pretrained(args.model)
-    defaults = PolicyEvaluationConfig()
-    tasks: tuple[str, ...] = defaults.tasks
-    score_on, conditions = "prose", defaults.conditions
-    if task is not None:  # a model trained on a task: its own prompts, at the length asked
-        register_long_context_task(FromTask(task), replace=True)
-        tasks, score_on = (task.name,), task.name
-        conditions = tuple(c for c in conditions if c not in ("retrieval", "razor", "beyond-window"))
-    with _as_usage():
-        config = PolicyEvaluationConfig(lengths=(args.length,), tasks=tasks, budgets=tuple(args.budgets),
-                                        sink=settings[0], recent=settings[1], n_random=args.n_random,
-                                        n_prompts=args.n_prompts, score_prompts=args.score_prompts,
-                                        perplexity=task is None, score_on=score_on, conditions=conditions,
-                                        seed=args.seed)
     scoring = _policy_prompts(model, tokenizer, config)
     policy = policies.make_policy(model, scoring, sink=settings[0], recent=settings[1], budget=settings[2],
                                   windows=args.windows, progress=_progress(args),

@@ -135,3 +135,18 @@ def test_bad_settings_are_refused_before_any_work() -> None:
         ap.PolicyEvaluationConfig(conditions=("oracle",))
     with pytest.raises(ValueError, match="budgets"):
         ap.PolicyEvaluationConfig(budgets=(1.5,))
+
+
+def test_rows_measured_with_other_settings_are_not_resumed(evaluated: dict, letter: ps.models.zoo.Pretrained,  # type: ignore[name-defined]
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rerun on the same file with another window measures again, and returns only its own rows."""
+    calls = []
+    measure = ap.teacher_forced
+    monkeypatch.setattr(ap, "teacher_forced", lambda *args: calls.append(1) or measure(*args))
+    changed = config(recent=12, budgets=(0.5,), n_random=1, conditions=("map", "random"))
+    again = ap.evaluate_policies(letter.model, letter.tokenizer, changed, resume=evaluated["resume"], progress=False)
+    assert len(calls) == 3  # full attention, the map, one random map: nothing resumed
+    assert set(again.evaluation["condition"]) == {"full", "map", "random"}
+    assert set(again.evaluation["budget"]) == {0.0, 0.5} and set(again.evaluation["draw"]) == {0}
+    first = ap.evaluate_policies(letter.model, letter.tokenizer, config(), resume=evaluated["resume"], progress=False)
+    pd.testing.assert_frame_equal(first.evaluation, evaluated["result"].evaluation)  # the first run's rows are kept

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from psheads.policy import AttentionShape, HeadPolicy, kept_tokens, kv_bytes
+from psheads.policy import AttentionShape, HeadPolicy, kept_tokens, kv_bytes, streaming_everywhere
+from psheads.policy.memory import head_tokens
 
 SHAPE = AttentionShape("m", "LlamaForCausalLM", tuple(range(8)), 4, 2, 64, (None,) * 8)
 
@@ -50,3 +51,23 @@ def test_short_inputs_keep_no_more_than_their_length_and_bad_input_is_refused() 
         kv_bytes(policy(), 100, "float16")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="budget"):
         kv_bytes(policy(), 100, budget=2.0)
+
+
+def test_past_its_own_window_a_streamed_local_head_keeps_no_sinks() -> None:
+    assert head_tokens(4096, 512, 64, 256) == 256  # the sinks left the layer's own window long ago
+    assert head_tokens(4096, None, 64, 256) == 320
+    assert head_tokens(300, 512, 64, 256) == 300  # a short input: every token, sinks and window overlap
+    assert head_tokens(4096, 512, 64, 0) == 512 and head_tokens(100, None, 64, 0) == 100
+
+
+@pytest.mark.parametrize("budget", [0.25, 0.5, 0.75])
+def test_streamingllm_keeps_what_the_policy_keeps_also_beside_local_layers(budget: float) -> None:
+    """On a Gemma-like model a streamed global head saves far more than a streamed local one: the window
+    of StreamingLLM at the same KV comes from the kept tokens, not from the share of heads."""
+    gemma = AttentionShape("m", "Gemma3ForCausalLM", tuple(range(6)), 4, 1, 256, (512,) * 5 + (None,))
+    for length in (2048, 4096):
+        mapped = policy(gemma)
+        everywhere = streaming_everywhere(mapped, length, budget)
+        target = kept_tokens(mapped, length, budget)["tokens"].sum()
+        kept = kept_tokens(everywhere, length)["tokens"].sum()
+        assert abs(kept - target) <= len(gemma.layers) and everywhere.streamed().all()

@@ -199,17 +199,56 @@ def test_a_model_without_rope_is_refused(tmp_path: Path) -> None:
         pass
 
 
-@pytest.mark.parametrize("level", ["kv", "query"])
-def test_the_fast_path_equals_the_masked_path_over_many_blocks(models: dict, level: str) -> None:
+def test_the_fast_path_equals_the_masked_path_over_many_blocks(models: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """Prefill at the KV level on SDPA skips the hidden keys block by block (``streaming_sdpa``); over inputs
     longer than a block it gives the logits of the dense mask, with the model's own sliding window kept."""
     model = models["sdpa"]
     policy = policy_for(model, sink=5, recent=70)
     x = tokens(batch=1, length=streaming_sdpa.BLOCK * 2 + 37)
-    with windowed(model, policy, budget=0.5, level=level):
+    calls = []
+    blockwise = streaming_sdpa.windowed_attention
+    monkeypatch.setattr(streaming_sdpa, "windowed_attention", lambda *a: calls.append(1) or blockwise(*a))
+    with windowed(model, policy, budget=0.5):
         fast = logits(model, x)
-    with masked_keys(model, keep_keys(policy, 0.5, level=level)):
+    assert calls  # the fast path ran
+    with masked_keys(model, keep_keys(policy, 0.5)):
         masked = logits(model, x)
     torch.testing.assert_close(fast, masked, rtol=1e-5, atol=1e-5)
     assert not torch.allclose(fast, logits(model, x), atol=1e-4)
     assert streaming_sdpa.streamable(model) and not streaming_sdpa.streamable(models["eager"])
+
+
+@pytest.mark.parametrize("kind", ["sdpa", "eager"])
+def test_generating_with_a_cache_equals_one_forward_under_the_policy(models: dict, kind: str) -> None:
+    """A prefill, then one token at a time with the model's dynamic cache (Gemma 3's sliding layers included),
+    gives the logits of one forward over the whole input: decoding keeps the same windows."""
+    model = models[kind]
+    policy = policy_for(model)
+    x = tokens(batch=1)
+    with windowed(model, policy, budget=0.5), torch.no_grad():
+        whole = model(x).logits
+        out = model(x[:, :20], use_cache=True)
+        steps = [out.logits[:, -1]]
+        for position in range(20, LENGTH):
+            out = model(x[:, position:position + 1], cache=out.past_key_values, use_cache=True)
+            steps.append(out.logits[:, -1])
+    torch.testing.assert_close(torch.stack(steps[:-1], dim=1), whole[:, 19:-1], rtol=1e-5, atol=1e-5)
+
+
+def test_left_padding_and_static_caches_are_refused(models: dict) -> None:
+    model = models["sdpa"]
+    x = tokens(batch=2)
+    left = torch.ones_like(x)
+    left[1, :5] = 0
+    right = torch.ones_like(x)
+    right[1, -5:] = 0
+    with windowed(model, policy_for(model), budget=0.5):
+        with pytest.raises(ValueError, match="left-padded"):
+            logits(model, x, attention_mask=left)
+        padded = logits(model, x, attention_mask=right)
+        alone = logits(model, x[1:, :-5])
+    torch.testing.assert_close(padded[1:, :-5], alone, rtol=1e-5, atol=1e-5)
+    cache = transformers.StaticCache(config=model.config, max_cache_len=64)
+    with windowed(model, policy_for(model), budget=0.5, mode="decode", context=10), \
+            pytest.raises(ValueError, match="static"):
+        logits(model, x[:1], cache=cache, use_cache=True)

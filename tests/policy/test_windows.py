@@ -38,3 +38,13 @@ def test_windows_share_the_uniform_total_in_proportion_to_wavelength() -> None:
     assert windows[0, 3] == 0 and windows.sum() == 300 and (windows[streamed] >= 1).all()
     assert windows[0, 0] < windows[0, 1] < windows[0, 2]
     assert proportional_windows(lengths, np.zeros_like(streamed), 100).sum() == 0
+
+
+def test_a_cap_moves_the_excess_to_the_other_heads_at_the_same_total() -> None:
+    lengths = np.array([[math.inf, 10.0, 10.0, 10.0]])
+    streamed = np.ones((1, 4), dtype=bool)
+    windows = proportional_windows(lengths, streamed, recent=256, cap=448)  # a 512-token input, sink 64
+    assert windows.sum() == 4 * 256 and windows.max() <= 448 and windows[0, 0] == 448
+    assert windows[0, 1:].tolist() == sorted(windows[0, 1:].tolist(), reverse=True)
+    short = proportional_windows(lengths, streamed, recent=256, cap=100)  # uniform windows keep 100 each here
+    assert short.sum() == 400 and (short <= 100).all()

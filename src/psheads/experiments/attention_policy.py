@@ -26,6 +26,7 @@ rerun skips what is there.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -55,7 +56,7 @@ from psheads.tasks.long_context import TeacherForced, long_context_names, long_c
 logger = logging.getLogger(__name__)
 
 CONDITIONS = schema.POLICY_CONDITIONS
-ANCHOR_CONDITIONS = {"retrieval": "retrieval", "razor": "razor", "beyond-window": "beyond_window"}
+ANCHOR_CONDITIONS = {"retrieval": "retrieval_ranked", "razor": "razor", "beyond-window": "beyond_window"}
 """Condition name → the column of ``anchor_scores`` it ranks by."""
 
 
@@ -167,8 +168,7 @@ class PolicyEvaluation:
 # --- the policies of every condition -----------------------------------------------------------------
 def reversed_policy(policy: HeadPolicy) -> HeadPolicy:
     """The anti-map: the same scores, the ranking reversed (the heads the map keeps are streamed first)."""
-    flip = lambda grid: 1.0 - np.asarray(grid)  # noqa: E731
-    return policy.with_changes(keep=flip(policy.keep), query_keep=flip(policy.query_keep),
+    return policy.with_changes(keep=1.0 - np.asarray(policy.keep), query_keep=1.0 - np.asarray(policy.query_keep),
                                provenance={**policy.provenance, "condition": "anti"})
 
 
@@ -253,22 +253,48 @@ def _key(row: dict) -> tuple:
             int(row["draw"]))
 
 
-class _Store:
-    """The rows measured so far, appended to a JSON-lines file when resuming (one line per row)."""
+MEASUREMENT_VERSION = 2
+"""Bumped whenever what a condition measures changes (2: Wu et al.'s retrieval score as their code has it,
+StreamingLLM's equal-KV window and per-head RoPE windows from the kept tokens): rows of another version are
+not resumed."""
 
-    def __init__(self, path: Path | None) -> None:
+
+def measurement_fingerprint(config: PolicyEvaluationConfig) -> str:
+    """What a resumed row must share with this run to be reused: every setting a row's value depends on
+    (the tasks as built, sink, recent, seed, prompts) and ``MEASUREMENT_VERSION``; not the lengths,
+    budgets, conditions or draws, which are part of each row's key."""
+    settings = {"version": MEASUREMENT_VERSION, "tasks": {task: repr(long_context_task(task)) for task in config.tasks},
+                **{name: getattr(config, name) for name in ("sink", "recent", "seed", "n_prompts", "score_prompts",
+                                                              "criteria_prompts", "score_on")}}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class _Store:
+    """The rows measured so far, appended to a JSON-lines file when resuming (one line per row); rows of
+    another ``measurement_fingerprint`` in the file are left there and ignored."""
+
+    def __init__(self, path: Path | None, fingerprint: str) -> None:
         self.path = path
+        self.fingerprint = fingerprint
         self.rows: dict[tuple, dict] = {}
+        other = 0
         if path is not None and path.is_file():
             for line in path.read_text(encoding="utf-8").splitlines():
                 if line.strip():
                     row = json.loads(line)
-                    self.rows[_key(row)] = row
+                    if row.get("run") == fingerprint:
+                        self.rows[_key(row)] = row
+                    else:
+                        other += 1
+        if other:
+            logger.warning("%s: %d rows measured with other settings are not resumed (settings %s)", path, other,
+                           fingerprint)
 
     def __contains__(self, key: tuple) -> bool:
         return key in self.rows
 
     def add(self, row: dict) -> None:
+        row = {**row, "run": self.fingerprint}
         self.rows[_key(row)] = row
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -347,7 +373,8 @@ def evaluate_policies(model: Any, tokenizer: Any = None, config: PolicyEvaluatio
             if config.score_on == "prose" else long_context_task(config.score_on).generate(
                 tokenizer, length, config.score_prompts, seed=config.seed + 2000).tokens
         prepared[length] = (scoring, prose, tasks)
-    store = _Store(None if resume is None else Path(resume))
+    store = _Store(None if resume is None else Path(resume), measurement_fingerprint(config))
+    wanted: list[tuple] = []  # the rows of this run, resumed or measured
     maps, scores, criteria = [], [], []
     extras: dict[str, dict] = {"agreement": {}, "auc": {}, "kv_ratios": {}}
     with preserved_state(model), torch.no_grad():
@@ -356,6 +383,8 @@ def evaluate_policies(model: Any, tokenizer: Any = None, config: PolicyEvaluatio
             rope = make_policy(model, scoring, sink=config.sink, recent=config.recent, budget=config.primary_budget,
                                windows="rope" if want_rope else "uniform", progress=progress,
                                provenance={"prompts": config.score_on, "length": length})
+            # per-head windows share what uniform windows keep at this length, none longer than the input
+            rope = rope.with_changes(max_window=max(1, length - config.sink))
             policy = rope.with_changes(wavelengths=None) if want_rope else rope
             frame = _scores_of(policy, length)
             scores.append(frame)
@@ -368,7 +397,12 @@ def evaluate_policies(model: Any, tokenizer: Any = None, config: PolicyEvaluatio
                 anchors = {condition: HeadPolicy.from_scores(measured, sink=config.sink, recent=config.recent,
                                                              budget=config.primary_budget, score=column,
                                                              shape=shape, provenance={"condition": condition})
-                           for condition, column in ANCHOR_CONDITIONS.items() if condition in config.conditions}
+                           for condition, column in ANCHOR_CONDITIONS.items() if condition in config.conditions
+                           and measured[column].notna().any()}
+                unmeasured = sorted(set(ANCHOR_CONDITIONS) & set(config.conditions) - set(anchors))
+                if unmeasured:
+                    logger.warning("at %d tokens the criteria %s could not be measured (%s): not run", length,
+                                   unmeasured, measured.attrs.get("answered"))
                 if "retrieval" in anchors:
                     extras["agreement"][str(length)] = agreement(policy, anchors["retrieval"])
             extras["auc"].update(_design_auc(policy, length))
@@ -379,10 +413,8 @@ def evaluate_policies(model: Any, tokenizer: Any = None, config: PolicyEvaluatio
                                              *([("rope-windows", rope)] if want_rope else [])]:
                 maps.append(_map_rows(deterministic, condition, length))
             runs = list(_conditions(config, policy, anchors, rope if want_rope else None, length))
-            _measure(model, name, length, tasks, prose, policy, runs, store, progress)
-    evaluation = pd.DataFrame(list(store.rows.values()), columns=schema.POLICY_EVALUATION.names)
-    evaluation = evaluation[(evaluation["model"] == name) & evaluation["length"].isin(config.lengths)]
-    evaluation = evaluation.reset_index(drop=True)
+            wanted += _measure(model, name, length, tasks, prose, policy, runs, store, progress)
+    evaluation = pd.DataFrame([store.rows[key] for key in wanted], columns=schema.POLICY_EVALUATION.names)
     order = {condition: i for i, condition in enumerate(CONDITIONS)}
     evaluation = evaluation.sort_values(["length", "task", "budget", "condition", "draw"],
                                         key=lambda c: c.map(order) if c.name == "condition" else c,
@@ -417,8 +449,18 @@ def _design_auc(policy: HeadPolicy, length: int) -> dict[str, float]:
 
 
 def _measure(model: Any, name: str, length: int, tasks: dict[str, TeacherForced], prose: torch.Tensor | None,
-             reference: HeadPolicy, runs: list[Run], store: _Store, progress: bool | None) -> None:
-    """Full attention on every task, then every run on the tasks where full attention counts."""
+             reference: HeadPolicy, runs: list[Run], store: _Store, progress: bool | None) -> list[tuple]:
+    """Full attention on every task, then every run on the tasks where full attention counts; returns the
+    keys of the rows (measured, or resumed with their derived columns recomputed from this run's policy)."""
+    keys: list[tuple] = []
+
+    def visit(key: tuple, task: str, run: Run, batch: Any) -> None:
+        if key in store:
+            store.rows[key].update(_derived(run, length))
+        else:
+            store.add(_row(model, name, task, length, run, batch))
+        keys.append(key)
+
     forwards_per_run = sum(len(batch) for batch in tasks.values()) + (0 if prose is None else 1)
     with progress_bar(total=(1 + len(runs)) * forwards_per_run, desc=f"policies at {length} tokens",
                       progress=progress) as bar:
@@ -429,21 +471,27 @@ def _measure(model: Any, name: str, length: int, tasks: dict[str, TeacherForced]
                 if condition != "full" and task not in counted:
                     bar.update(len(batch))
                     continue
-                if key not in store:
-                    store.add(_row(model, name, task, length, (condition, budget, draw, policy, run_budget), batch))
+                visit(key, task, (condition, budget, draw, policy, run_budget), batch)
                 if condition == "full" and store.rows[key]["value"] >= rules.FULL_ATTENTION_MIN:
                     counted.add(task)
                 bar.update(len(batch))
             if prose is not None:
                 key = (name, "perplexity", length, round(budget, 6), condition, draw)
-                if key not in store and condition in ("full", "map", "streaming", "designed"):
-                    store.add(_row(model, name, "perplexity", length, (condition, budget, draw, policy, run_budget),
-                                   prose))
+                if condition in ("full", "map", "streaming", "designed"):
+                    visit(key, "perplexity", (condition, budget, draw, policy, run_budget), prose)
                 bar.update(1)
         skipped = sorted(set(tasks) - counted)
         if skipped:
             logger.info("at %d tokens, full attention scores below %.2f on %s: those cells are not run further",
                         length, rules.FULL_ATTENTION_MIN, skipped)
+    return keys
+
+
+def _derived(run: Run, length: int) -> dict[str, float]:
+    """The columns of a row that follow from its policy, not from a forward: the share streamed, the KV kept."""
+    _, _, _, policy, run_budget = run
+    return {"streamed": float(policy.streamed(run_budget).mean()),
+            "kv_tokens": int(kept_tokens(policy, length, run_budget)["tokens"].sum())}
 
 
 def _row(model: Any, name: str, task: str, length: int, run: Run, batch: Any) -> dict:
@@ -457,8 +505,7 @@ def _row(model: Any, name: str, task: str, length: int, run: Run, batch: Any) ->
             value, correct = (hits / total if total else math.nan), float(hits)
     return {"model": name, "task": task, "length": length, "budget": float(budget), "condition": condition,
             "draw": int(draw), "metric": "perplexity" if task == "perplexity" else "accuracy", "value": float(value),
-            "correct": correct, "total": int(total), "streamed": float(policy.streamed(run_budget).mean()),
-            "kv_tokens": int(kept_tokens(policy, length, run_budget)["tokens"].sum())}
+            "correct": correct, "total": int(total), **_derived(run, length)}
 
 
 TABLES = ("evaluation", "maps", "scores", "criteria")

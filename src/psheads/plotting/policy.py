@@ -134,6 +134,9 @@ def policy_map(policy_frame: pd.DataFrame) -> go.Figure:
     """
     require_columns(policy_frame, ["layer", "kv_head", "keep", "streamed"], "policy_map",
                     " (HeadPolicy.frame())")
+    if policy_frame.attrs.get("level") == "query":
+        raise ValueError("policy_map draws KV heads: pass HeadPolicy.frame(budget) at level 'kv' (a query-level "
+                         "frame streams query heads one at a time).")
     kv = policy_frame.drop_duplicates(["layer", "kv_head"])
     grid = kv.pivot(index="layer", columns="kv_head", values="keep")
     streamed = kv[kv["streamed"]]

@@ -22,9 +22,9 @@ from psheads.policy.files import (
     write_head_scores,
     write_mask,
 )
-from psheads.policy.forward import keep_keys, streaming_everywhere, windowed
+from psheads.policy.forward import keep_keys, windowed
 from psheads.policy.head_policy import HeadPolicy, check_fits, streamed_by_rule, tie_free_keep
-from psheads.policy.memory import kept_tokens, kv_bytes
+from psheads.policy.memory import kept_tokens, kv_bytes, streaming_everywhere
 from psheads.rope.backends import AttentionShape, attention_shape
 
 __all__ = [

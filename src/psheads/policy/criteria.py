@@ -6,9 +6,13 @@ from the model's own attention pattern, one forward per prompt, layer by layer (
 
 * **retrieval** (Wu et al. 2024, "Retrieval Head Mechanistically Explains Long-Context
   Factuality", arXiv 2404.15574): while the model writes an answer it can only copy from a needle,
-  the share of answer tokens at which the head's most attended key is that token's copy inside the
-  needle. Teacher-forced here: the needle prompts of ``psheads.tasks.long_context`` already hold the
-  answers, and a value's copy is its last earlier occurrence in the prompt.
+  the share of answer tokens at which the head's most attended key lies in the needle and holds the
+  token being written, over the answers the model gets right (as their code keeps only the tests
+  the model passes). Teacher-forced here: the needle prompts of ``psheads.tasks.long_context``
+  already hold the answers, and a value's needle is its last earlier occurrence in the prompt. Most
+  heads score 0, so ``retrieval_ranked`` breaks the ties by the attention mass on the needle
+  (``needle_attention``, weighted 1/1000: it never reorders two different retrieval scores), and the
+  retrieval condition ranks by it.
 * **echo** and **induction** (RazorAttention, Tang et al. 2024, arXiv 2407.15891): on random tokens
   repeated four times, the mean attention from each token of repeats 2–4 to the same token one
   repeat back (echo) and to the token after it (induction). RazorAttention protects the top 1 % of
@@ -36,12 +40,13 @@ from torch import Tensor
 
 from psheads.interface import validation
 from psheads.interface.progress import progress_bar
+from psheads.rope.backends.facts import logits_at
 from psheads.rope.lens import as_lens
 from psheads.tasks.long_context import TeacherForced, long_context_task, word_pool
 
 logger = logging.getLogger(__name__)
 
-CRITERIA = ("retrieval", "echo", "induction", "razor", "beyond_window")
+CRITERIA = ("retrieval", "needle_attention", "retrieval_ranked", "echo", "induction", "razor", "beyond_window")
 """The columns of ``anchor_scores``' frame beside ``layer`` and ``head``."""
 ECHO_SHARE = 0.01
 """RazorAttention's share of heads protected by echo score."""
@@ -89,20 +94,26 @@ class _Sums:
         return (self.total[key] / self.count[key]).numpy()
 
 
-def _needle_statistics(sums: _Sums, batch: TeacherForced, row: int, sink: int, recent: int) -> Any:
-    """The hook's reader for one needle prompt: retrieval hits and attention beyond the window."""
+def _needle_statistics(sums: _Sums, batch: TeacherForced, row: int, answered: list[bool], sink: int,
+                       recent: int) -> Any:
+    """The hook's reader for one needle prompt: retrieval hits (the answers the model got right only),
+    attention on the needle, and attention beyond the window."""
     tokens = batch.tokens[row]
     length = int(tokens.numel())
-    answer_rows, copies = [], []
-    for start, stop in batch.spans[row]:
+    answer_rows, needles, written = [], [], []
+    for (start, stop), right in zip(batch.spans[row], answered, strict=True):
         needle = copy_positions(tokens, start, stop)
-        if needle is None:
+        if needle is None or not right:
             continue
-        for offset, position in enumerate(range(start, stop)):
+        for position in range(start, stop):
             answer_rows.append(position - 1)
-            copies.append(needle[offset])
+            needles.append(needle)
+            written.append(int(tokens[position]))
     rows = torch.tensor(answer_rows, dtype=torch.long)
-    targets = torch.tensor(copies, dtype=torch.long)
+    in_needle = torch.zeros(len(answer_rows), length, dtype=torch.bool)  # [answer token, key]
+    for index, needle in enumerate(needles):
+        in_needle[index, needle] = True
+    same_token = in_needle & (tokens[None, :] == torch.tensor(written, dtype=torch.long)[:, None])
     positions = torch.arange(length)
     beyond = (positions[None, :] >= sink) & (positions[:, None] - positions[None, :] >= recent)
     beyond_rows = beyond.any(1)
@@ -110,8 +121,11 @@ def _needle_statistics(sums: _Sums, batch: TeacherForced, row: int, sink: int, r
     def read(layer: int, pattern: Tensor) -> None:  # pattern [1, head, query, key]
         attention = pattern[0]
         if len(rows):
-            picked = attention[:, rows.to(attention.device)].argmax(-1).cpu()  # [head, answer tokens]
-            sums.add("retrieval", layer, (picked == targets[None]).sum(1).double(), len(rows))
+            at_answers = attention[:, rows.to(attention.device)].cpu()  # [head, answer token, key]
+            picked = at_answers.argmax(-1)  # the head's most attended key at each answer token
+            hits = same_token.gather(1, picked.T).T  # [head, answer token]: a needle copy of the token written
+            sums.add("retrieval", layer, hits.sum(1).double(), len(rows))
+            sums.add("needle_attention", layer, (at_answers * in_needle[None]).sum(-1).sum(1), len(rows))
         mask = beyond.to(attention.device)
         outside = (attention * mask).sum(-1)[:, beyond_rows.to(attention.device)]  # [head, rows]
         sums.add("beyond_window", layer, outside.sum(1), int(beyond_rows.sum()))
@@ -174,8 +188,13 @@ def anchor_scores(model: Any, tokenizer: Any, length: int, *, n_prompts: int = 2
     needles = long_context_task("needle").generate(tokenizer, length, n_prompts, seed=seed)
     bos = int(needles.tokens[0, 0])
     repeated = repeated_random(tokenizer, length, seed, bos)
+    with torch.no_grad():  # which answers the model gets right (Wu et al. score those only)
+        predicted = torch.cat([logits_at(model, needles.tokens[row:row + 1],
+                                         needles.logit_positions()[row:row + 1]).argmax(-1).cpu()
+                               for row in range(n_prompts)])
+    answered = needles.correct_by_answer(predicted)
     sums = _Sums()
-    readers = [(needles.tokens[row:row + 1], _needle_statistics(sums, needles, row, sink, recent))
+    readers = [(needles.tokens[row:row + 1], _needle_statistics(sums, needles, row, answered[row], sink, recent))
                for row in range(n_prompts)]
     readers.append((repeated, _repeat_statistics(sums, length)))
     layers = [geo.layer for geo in lens.layers]
@@ -187,17 +206,22 @@ def anchor_scores(model: Any, tokenizer: Any, length: int, *, n_prompts: int = 2
             bar.update(1)
     rows = []
     for geo in lens.layers:
-        values = {name: sums.mean(name, geo.layer, geo.n_heads) for name in ("retrieval", "echo", "induction",
-                                                                              "beyond_window")}
+        values = {name: sums.mean(name, geo.layer, geo.n_heads)
+                  for name in ("retrieval", "needle_attention", "echo", "induction", "beyond_window")}
         for head in range(geo.n_heads):
             rows.append({"layer": geo.layer, "head": head, "kv_head": int(geo.kv_head_of[head]),
                          **{name: float(values[name][head]) for name in values}})
     frame = pd.DataFrame(rows)
     grid = (len(layers), -1)
     frame["razor"] = _razor(frame["echo"].to_numpy().reshape(grid), frame["induction"].to_numpy().reshape(grid)).ravel()
+    frame["retrieval_ranked"] = frame["retrieval"] + frame["needle_attention"] / 1000
+    if not any(map(any, answered)):
+        logger.warning("The model answered none of the %d needle questions at %d tokens: the retrieval score is "
+                       "not measured (NaN).", sum(len(row) for row in answered), length)
     frame = frame[["layer", "head", "kv_head", *CRITERIA]]
     frame.attrs = {"model": backend.model_name, "length": length, "n_prompts": n_prompts, "seed": seed, "sink": sink,
-                   "recent": recent, "echo_share": ECHO_SHARE, "repeats": REPEATS}
+                   "recent": recent, "echo_share": ECHO_SHARE, "repeats": REPEATS,
+                   "answered": f"{sum(map(sum, answered))} of {sum(len(row) for row in answered)} needle questions"}
     return frame
 
 

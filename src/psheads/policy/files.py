@@ -101,6 +101,7 @@ def _record(policy: HeadPolicy) -> dict[str, Any]:
             "wavelengths": None if policy.wavelengths is None else plain(policy.wavelengths),
             "d_head": policy.d_head,
             "model_windows": None if policy.model_windows is None else list(policy.model_windows),
+            "max_window": policy.max_window,
             "provenance": dict(policy.provenance)}
 
 
@@ -175,7 +176,8 @@ def _from_record(record: Mapping[str, Any], grid: np.ndarray, sink: int, recent:
         keep=as_grid(grid), query_keep=as_grid(tie_free_keep(query)), sink=sink, recent=recent, budget=budget,
         wavelengths=None if record.get("wavelengths") is None else as_grid(_nan(record["wavelengths"])),
         provenance=dict(record.get("provenance") or {}), d_head=record.get("d_head"),
-        model_windows=None if record.get("model_windows") is None else tuple(record["model_windows"]))
+        model_windows=None if record.get("model_windows") is None else tuple(record["model_windows"]),
+        max_window=record.get("max_window"))
     return policy if shape is None else policy.for_shape(shape)
 
 
@@ -262,6 +264,8 @@ def read_head_scores(path: str | Path, shape: AttentionShape | None = None, *, n
         raise ValueError(f"{path} lacks the heads {missing[:8]}{' …' if len(missing) > 8 else ''}; it must score "
                          "every head of every layer.")
     query = np.asarray([[entries[layer, head] for head in range(n_heads)] for layer in range(n_layers)])
+    if shape is not None and n_kv_heads is not None and n_kv_heads != shape.n_kv_heads:
+        raise ValueError(f"n_kv_heads={n_kv_heads} contradicts the model's {shape.n_kv_heads} KV heads: leave it out.")
     n_kv = shape.n_kv_heads if shape is not None else (n_heads if n_kv_heads is None else int(n_kv_heads))
     if n_heads % n_kv:
         raise ValueError(f"n_kv_heads ({n_kv}) must divide the {n_heads} query heads.")

@@ -142,36 +142,18 @@ def windowed(model: Any, policy: HeadPolicy, budget: float | None = None, mode: 
         ValueError: a policy for another model, a budget outside [0, 1], a bad mode, level or
             context, or a model without RoPE — all before anything is hooked.
     """
-    if not isinstance(policy, HeadPolicy):
-        raise TypeError(f"policy must be a psheads.policy.HeadPolicy, got {type(policy).__name__}.")
+    applicable(model, policy)  # first: the type of policy, the model's RoPE, the policy's fit
     budget = policy.budget if budget is None else check_budget(budget)
     context = check_mode(mode, context)
     if level not in ("kv", "query"):
         raise ValueError(f"level must be 'kv' (a KV group streamed together) or 'query' (one query head at a time), "
                          f"got {level!r}.")
-    applicable(model, policy)
+    keep = keep_keys(policy, budget, mode, level, context)
     if mode == "prefill" and level == "kv" and streamable(model):  # the fast path: streamed heads skip their keys
         windows = policy.windows(budget, level)[:, list(policy.kv_head_of)]
         plan = {layer: tuple(int(w) for w in windows[i]) for i, layer in enumerate(policy.layers)}
-        computed = streamed_sdpa(model, policy.sink, plan)
+        computed = streamed_sdpa(model, policy.sink, plan, keep)
     else:
-        computed = masked_keys(model, keep_keys(policy, budget, mode, level, context))
+        computed = masked_keys(model, keep)
     with computed:
         yield policy.with_changes(budget=budget)
-
-
-def streaming_everywhere(policy: HeadPolicy, length: int, budget: float) -> HeadPolicy:
-    """StreamingLLM at the same total KV as ``policy`` at ``budget`` on ``length`` tokens: every KV head
-    streamed, with the window that keeps as many tokens in all (at least 1).
-
-    At budget b with N KV heads, the policy keeps ``(1 − b)·N·length + b·N·(sink + recent)`` tokens
-    (capped at the length); every head streamed with window w keeps ``N·(sink + w)``.
-    """
-    validation.integer(length, "length", minimum=1)
-    budget = check_budget(budget)
-    kept = min(length, policy.sink + policy.recent)
-    per_head = (1 - budget) * length + budget * kept
-    window = max(1, int(round(per_head - policy.sink)))
-    return policy.with_changes(recent=window, budget=1.0, wavelengths=None,
-                               provenance={**policy.provenance, "streaming_everywhere": {"length": length,
-                                                                                        "budget": budget}})

@@ -10,9 +10,11 @@ head's score is its symbolic score s_SYM (a head that attends by *what* a token 
 token, wherever it is); a KV head's score is the largest score among the query heads that read it
 (a KV group is streamed only when none of its query heads needs far content). Keep scores are the
 ranks of those scores, ``(rank + ½) / N``: tie-free, evenly spaced and in (0, 1), so that every
-reader's rule (DuoAttention's quantile threshold, kvpress's lowest ``round(r·N)``) cuts the same
-ranking. Ties in the scores go to the earlier layer and head being streamed first; a head without a
-finite score is kept full.
+reader's rule cuts the same ranking, if not always at the same place: kvpress streams the lowest
+``round(r·N)``, DuoAttention's loader every score below ``np.quantile(scores, r)``, which is
+``ceil(r·(N − 1))`` of them (5 of Gemma 3's 18 KV heads at r = 0.25, where kvpress streams 4);
+``streamed(rule=...)`` gives either, and psheads' budget is kvpress's. Ties in the scores go to the
+earlier layer and head being streamed first; a head without a finite score is kept full.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from psheads.interface import validation
+from psheads.policy.windows import proportional_windows
 from psheads.results import schema
 from psheads.rope.backends import AttentionShape, short_name
 
@@ -162,6 +165,9 @@ class HeadPolicy:
         provenance: how the map was made (psheads version, prompts, lengths, score method, aggregation).
         d_head: key (and value) width per head, when known (``kv_bytes`` needs it).
         model_windows: per attention layer, the model's own sliding window (None: full), when known.
+        max_window: with ``wavelengths``, the longest window a head can use (an input's length minus the
+            sink): per-head windows are apportioned under it, so that they keep what uniform windows keep
+            at that length. None: no cap.
     """
 
     model: str | None
@@ -184,6 +190,7 @@ class HeadPolicy:
     provenance: Mapping[str, Any] = field(default_factory=dict)
     d_head: int | None = None
     model_windows: tuple[int | None, ...] | None = None
+    max_window: int | None = None
 
     def __post_init__(self) -> None:
         layers = validation.integers(self.layers, "layers", minimum=0, unique=True)
@@ -235,6 +242,8 @@ class HeadPolicy:
                 raise ValueError(f"model_windows must give one window (or None) per attention layer ({n}), got "
                                  f"{len(windows)}.")
             object.__setattr__(self, "model_windows", windows)
+        if self.max_window is not None:
+            object.__setattr__(self, "max_window", validation.integer(self.max_window, "max_window", minimum=1))
 
     # --- construction -------------------------------------------------------------------------
     @classmethod
@@ -388,15 +397,13 @@ class HeadPolicy:
         """``[layer, kv_head]`` (or ``[layer, head]``) recent windows at ``budget``: ``recent`` for each
         streamed head, 0 for full ones; with ``wavelengths``, streamed heads share the same total in
         proportion to their wavelengths (``psheads.policy.windows.proportional_windows``)."""
-        from psheads.policy.windows import proportional_windows
-
         chosen = self.streamed(budget, level)
         if self.wavelengths is None:
             return np.where(chosen, self.recent, 0)
         lengths = np.asarray(self.wavelengths)
         if level == "query":
             lengths = lengths[:, list(self.kv_head_of)]
-        return proportional_windows(lengths, chosen, self.recent)
+        return proportional_windows(lengths, chosen, self.recent, self.max_window)
 
     def for_shape(self, shape: AttentionShape) -> HeadPolicy:
         """This policy with ``shape``'s name, architecture, head width and own windows filled in, after

@@ -64,22 +64,36 @@ def wavelengths(profile: Any, kv_head_of: tuple[int, ...], layers: tuple[int, ..
     return out
 
 
-def proportional_windows(lengths: np.ndarray, streamed: np.ndarray, recent: int) -> np.ndarray:
-    """Integer windows for the ``streamed`` heads summing to ``count × recent``, in proportion to ``lengths``.
+def proportional_windows(lengths: np.ndarray, streamed: np.ndarray, recent: int, cap: int | None = None) -> np.ndarray:
+    """Integer windows for the ``streamed`` heads, in proportion to ``lengths``, summing to what uniform windows keep.
 
-    Each length is capped at the total (an unbounded wavelength asks for everything); windows are at
-    least 1 and apportioned by largest remainders (ties to the earlier head). Heads not streamed get 0.
+    Uniform windows keep ``count × min(recent, cap)`` recent tokens in all. Each head gets at least 1
+    and at most ``cap`` (the longest window an input allows, its length minus the sink; None: no
+    cap), the share above a cap going to the other heads in proportion (water-filling); the integer
+    parts are apportioned by largest remainders (ties to the earlier head). Heads not streamed get 0.
     """
     count = int(streamed.sum())
     out = np.zeros(streamed.shape, dtype=np.int64)
     if count == 0:
         return out
-    total = count * recent
+    limit = float("inf") if cap is None else max(1, int(cap))
+    total = count * int(min(recent, limit))
     weights = np.minimum(np.asarray(lengths, dtype=float)[streamed], total)
-    spare = total - count  # every head keeps at least one token
-    raw = weights / weights.sum() * spare
-    base = np.floor(raw).astype(np.int64)
-    order = np.lexsort((np.arange(raw.size), -(raw - base)))
-    base[order[: spare - int(base.sum())]] += 1
-    out[streamed] = base + 1
+    share = np.zeros(count)
+    free = np.ones(count, dtype=bool)
+    left = float(total)
+    while free.any():  # water-filling: heads over the cap get it, the rest share what is left
+        share[free] = left * weights[free] / weights[free].sum()
+        over = free & (share > limit)
+        if not over.any():
+            break
+        share[over] = limit
+        free &= ~over
+        left = total - share[~free].sum()
+    base = np.maximum(1, np.floor(share)).astype(np.int64)
+    spare = total - int(base.sum())
+    room = (limit - base) if cap is not None else np.full(count, np.inf)
+    order = [i for i in np.lexsort((np.arange(count), -(share - np.floor(share)))) if room[i] >= 1]
+    base[order[:max(0, spare)]] += 1
+    out[streamed] = base
     return out

@@ -79,21 +79,18 @@ def attention_shape(model: Any) -> AttentionShape:
         TypeError: neither kind of model.
         ValueError: its attention layers differ in shape (a head map is a rectangle), or none can be found.
     """
-    if model_kind(model) == "hf":
-        shape = hf_attention_shape(_plain_hf(model))
-        shapes = {(shape.n_heads, shape.n_kv_heads, shape.d_head)}
-    else:
-        backend = backend_for(model)
-        specs = [backend.layer_spec(layer) for layer in backend.attention_layers]
-        shapes = {(spec.n_heads, spec.n_kv_heads, spec.d_head) for spec in specs}
-        first = specs[0]
-        shape = AttentionShape(str(short_name(backend.model_name)), backend.architecture, backend.attention_layers,
-                               first.n_heads, first.n_kv_heads, first.d_head, tuple(spec.window for spec in specs))
+    if model_kind(model) == "hf":  # one config: every layer has its shape
+        return hf_attention_shape(_plain_hf(model))
+    backend = backend_for(model)
+    specs = [backend.layer_spec(layer) for layer in backend.attention_layers]
+    shapes = {(spec.n_heads, spec.n_kv_heads, spec.d_head) for spec in specs}
     if len(shapes) != 1:
-        raise ValueError(f"{shape.architecture} has attention layers of different shapes (heads, KV heads, head "
+        raise ValueError(f"{backend.architecture} has attention layers of different shapes (heads, KV heads, head "
                          f"width: {sorted(shapes)}); a head map is a rectangle of layers × heads, so psheads maps only "
                          "models whose attention layers all have the same shape.")
-    return shape
+    first = specs[0]
+    return AttentionShape(str(short_name(backend.model_name)), backend.architecture, backend.attention_layers,
+                          first.n_heads, first.n_kv_heads, first.d_head, tuple(spec.window for spec in specs))
 
 
 @contextlib.contextmanager

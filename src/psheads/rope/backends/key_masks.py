@@ -13,8 +13,9 @@ the layer alone. Three routes, one rule:
   pre-softmax ``hook_attn_scores``, already causal, gets ``-inf`` at the hidden keys.
 
 A layer ``keep`` leaves alone, or whose mask hides nothing the model would have shown, runs
-untouched, bit for bit. Positions are absolute token indices (an unpadded or right-padded batch);
-the queries are the last positions of the keys seen so far (prefill, or decoding with a cache).
+untouched, bit for bit. Positions are absolute token indices (an unpadded or right-padded batch: a
+left-padded one is refused); the queries are the last positions of the keys seen so far (prefill,
+or decoding with a dynamic cache; a static cache is refused).
 Every hook is removed on exit, also on error; the model is never changed.
 """
 
@@ -156,22 +157,53 @@ def hides_something(keep: Bool[Tensor, "head query key"], query_positions: Int[T
     return bool((causal[None] & ~keep).any())
 
 
-def hf_mask_hook(layer: int, keep: KeepKeys) -> Callable:
-    """A ``register_forward_pre_hook(..., with_kwargs=True)`` hook narrowing a Hugging Face attention's mask."""
+def check_unpadded_left(module: torch.nn.Module, mask: Tensor | None, query_positions: Tensor,
+                        key_positions: Tensor) -> None:
+    """Raise ``ValueError`` when the model's mask hides the first token from a query that should see it:
+    a left-padded batch, whose positions are not the token indices the windows count."""
+    if mask is None or int(key_positions[0]) != 0:
+        return
+    own = getattr(module, "sliding_window", None)
+    rows = query_positions < own if isinstance(own, int) else torch.ones_like(query_positions, dtype=torch.bool)
+    first = mask[..., 0] if mask.dtype == torch.bool else mask[..., 0] == 0  # [batch, 1 or head, query]
+    if rows.any() and not bool(first[..., rows.to(first.device)].all()):
+        raise ValueError("This batch is left-padded: psheads counts a window's sink and recent tokens from the first "
+                         "column, so padded rows would keep pads and lose tokens. Pad on the right, or run one "
+                         "prompt at a time.")
+
+
+def _positions(layer: int, kwargs: dict, n_query: int, mask: Tensor | None,
+               device: torch.device) -> tuple[int, Tensor, Tensor]:
+    """``(past, query positions, key positions)`` of one attention call, from its cache and mask.
+
+    Raises:
+        ValueError: a cache whose keys are not the last positions seen (a static cache's mask has a
+            column for every slot it can hold).
+    """
+    cache = kwargs.get("cache", kwargs.get("past_key_values"))
+    past = int(cache.get_seq_length(layer)) if cache is not None and hasattr(cache, "get_seq_length") else 0
+    seen = past + n_query
+    n_keys = int(mask.shape[-1]) if isinstance(mask, Tensor) else seen
+    if n_keys > seen or getattr(cache, "is_compileable", False):
+        raise ValueError(f"Layer {layer}: the attention has {n_keys} key slots for {seen} tokens seen (a static or "
+                         "preallocated cache); psheads windows heads with a dynamic cache (the default) or none.")
+    return past, torch.arange(past, seen, device=device), torch.arange(seen - n_keys, seen, device=device)
+
+
+def hf_mask_hook(layer: int, keep: KeepKeys, decoding_only: bool = False) -> Callable:
+    """A ``register_forward_pre_hook(..., with_kwargs=True)`` hook narrowing a Hugging Face attention's mask
+    (with ``decoding_only``, only in calls that extend a cache: the prefill is computed elsewhere)."""
 
     def pre_hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
         hidden = kwargs.get("hidden_states", args[0] if args else None)
         if hidden is None:
             raise ValueError(f"Layer {layer}: the attention received no hidden_states, so psheads cannot mask it.")
         mask = kwargs.get("attention_mask")
-        cache = kwargs.get("cache", kwargs.get("past_key_values"))
-        past = int(cache.get_seq_length(layer)) if cache is not None and hasattr(cache, "get_seq_length") else 0
-        n_query = int(hidden.shape[1])
-        seen = past + n_query
-        n_keys = int(mask.shape[-1]) if isinstance(mask, Tensor) else seen
         device = hidden.device
-        query_positions = torch.arange(past, seen, device=device)
-        key_positions = torch.arange(seen - n_keys, seen, device=device)
+        past, query_positions, key_positions = _positions(layer, kwargs, int(hidden.shape[1]), mask, device)
+        if decoding_only and past == 0:
+            return None
+        check_unpadded_left(module, mask, query_positions, key_positions)
         visible = keep(layer, query_positions, key_positions)
         if visible is None or not hides_something(visible, query_positions, key_positions):
             return None
@@ -183,13 +215,15 @@ def hf_mask_hook(layer: int, keep: KeepKeys) -> Callable:
 
 
 @contextlib.contextmanager
-def hf_masked_keys(modules: dict[int, torch.nn.Module], keep: KeepKeys) -> Iterator[None]:
-    """``masked_keys`` on Hugging Face attention modules (by layer)."""
+def hf_masked_keys(modules: dict[int, torch.nn.Module], keep: KeepKeys, decoding_only: bool = False) -> Iterator[None]:
+    """``masked_keys`` on Hugging Face attention modules (by layer); with ``decoding_only``, only in the
+    calls that extend a cache."""
     check_maskable(modules)
     handles = []
     try:
         for layer, module in modules.items():
-            handles.append(module.register_forward_pre_hook(hf_mask_hook(layer, keep), with_kwargs=True))
+            handles.append(module.register_forward_pre_hook(hf_mask_hook(layer, keep, decoding_only),
+                                                            with_kwargs=True))
         yield
     finally:
         for handle in handles:

@@ -6,8 +6,9 @@ recent window, its attention can skip the hidden keys instead: ``streamed_sdpa(m
 runs, inside the model's own SDPA call of each layer, the full heads as they were and the streamed
 heads block by block over their queries, each block against the sink and the keys of its window
 only (at most ``sink + window + block`` keys). The model's own mask still applies (its causal,
-sliding-window and padding entries are read off the mask SDPA receives). It gives the logits of
-``masked_keys`` with the same keys hidden, up to floating-point rounding.
+sliding-window and right-padding entries are read off the mask SDPA receives; a left-padded batch is
+refused). It gives the logits of ``masked_keys`` with the same keys hidden, up to floating-point
+rounding. Steps that extend a KV cache (decoding) narrow the mask instead, as ``masked_keys`` does.
 
 Routing: transformers looks the attention function up in ``ALL_ATTENTION_FUNCTIONS`` at every call;
 while active, the ``"sdpa"`` entry is overridden (on that object only, as transformers allows) by a
@@ -28,15 +29,21 @@ from jaxtyping import Float
 from torch import Tensor
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from psheads.rope.backends.key_masks import check_maskable, hf_attention_modules
+from psheads.rope.backends.key_masks import (
+    KeepKeys,
+    check_maskable,
+    check_unpadded_left,
+    hf_attention_modules,
+    hf_masked_keys,
+)
 
 BLOCK = 256
 """Query rows of a streamed head computed at once (its keys: the sink plus the window of the block)."""
 
 
-def streamable(model: Any, cache: bool = False) -> bool:
-    """Whether ``streamed_sdpa`` applies: a plain Hugging Face model whose attention runs SDPA (no KV cache)."""
-    if not isinstance(model, transformers.PreTrainedModel) or cache:
+def streamable(model: Any) -> bool:
+    """Whether ``streamed_sdpa`` applies: a plain Hugging Face model whose attention runs SDPA."""
+    if not isinstance(model, transformers.PreTrainedModel):
         return False
     try:
         modules = hf_attention_modules(model)
@@ -100,10 +107,14 @@ def _split_call(original: Callable, plan: tuple[int, tuple[int, ...]], cache: di
 
     def attention(module: Any, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
                   **kwargs: Any) -> tuple[Tensor, None]:
-        if query.shape[2] != key.shape[2] or kwargs.get("softcap") is not None or kwargs.get("s_aux") is not None:
-            raise ValueError("streamed_sdpa computes a prefill without a KV cache, soft-capping or sinks; use "
-                             "psheads.rope.backends.masked_keys for this forward.")
+        if kwargs.get("softcap") is not None or kwargs.get("s_aux") is not None:
+            raise ValueError("streamed_sdpa computes SDPA without soft-capping or attention sinks; use "
+                             "psheads.rope.backends.masked_keys for this model.")
         n = query.shape[2]
+        if n != key.shape[2]:  # a step that extends a cache: its mask is narrowed by streamed_sdpa's pre-hooks
+            return original(module, query, key, value, attention_mask, **kwargs)
+        positions = torch.arange(n, device=query.device)
+        check_unpadded_left(module, attention_mask, positions, positions)
         windows = [0 if window >= n else window for window in given]  # a window over the input: the full cache
         if not any(windows):
             return original(module, query, key, value, attention_mask, **kwargs)
@@ -138,11 +149,13 @@ def _split_call(original: Callable, plan: tuple[int, tuple[int, ...]], cache: di
 
 
 @contextlib.contextmanager
-def streamed_sdpa(model: transformers.PreTrainedModel, sink: int, windows: Mapping[int, tuple[int, ...]]
-                  ) -> Iterator[None]:
+def streamed_sdpa(model: transformers.PreTrainedModel, sink: int, windows: Mapping[int, tuple[int, ...]],
+                  keep: KeepKeys) -> Iterator[None]:
     """While active, each layer in ``windows`` of ``model`` computes its query heads with the recent
     windows given (``windows[layer][head]``; 0: the full cache) and the first ``sink`` tokens (see the
-    module docstring). Layers not in ``windows`` run as they are.
+    module docstring). Layers not in ``windows`` run as they are. A call that extends a KV cache
+    (decoding) hides the same keys through the mask instead: ``keep`` says which
+    (``key_masks.hf_masked_keys``).
 
     Raises:
         ValueError: ``model`` does not run SDPA attention (``streamable``).
@@ -163,7 +176,8 @@ def streamed_sdpa(model: transformers.PreTrainedModel, sink: int, windows: Mappi
     had_local = "sdpa" in ALL_ATTENTION_FUNCTIONS._local_mapping  # transformers' own per-object override slot
     ALL_ATTENTION_FUNCTIONS["sdpa"] = route
     try:
-        yield
+        with hf_masked_keys(modules, keep, decoding_only=True):
+            yield
     finally:
         if had_local:
             ALL_ATTENTION_FUNCTIONS["sdpa"] = previous
