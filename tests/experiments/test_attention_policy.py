@@ -150,3 +150,12 @@ def test_rows_measured_with_other_settings_are_not_resumed(evaluated: dict, lett
     assert set(again.evaluation["budget"]) == {0.0, 0.5} and set(again.evaluation["draw"]) == {0}
     first = ap.evaluate_policies(letter.model, letter.tokenizer, config(), resume=evaluated["resume"], progress=False)
     pd.testing.assert_frame_equal(first.evaluation, evaluated["result"].evaluation)  # the first run's rows are kept
+
+
+def test_the_mean_map_averages_a_group_where_the_map_takes_its_largest_score() -> None:
+    rows = [{"layer": 0, "head": head, "kv_head": head // 2, "positional": 0.0, "symbolic": value}
+            for head, value in enumerate((1.0, 0.0, 0.6, 0.6))]
+    policy = HeadPolicy.from_scores(pd.DataFrame(rows))
+    averaged = ap.mean_policy(policy)
+    assert policy.kv_scores == ((1.0, 0.6),) and averaged.kv_scores == ((0.5, 0.6),)
+    assert policy.streamed(0.5).tolist() == [[False, True]] and averaged.streamed(0.5).tolist() == [[True, False]]

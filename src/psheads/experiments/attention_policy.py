@@ -16,6 +16,9 @@ total KV), so they differ only in *which* heads they stream:
 * ``retrieval``, ``razor``, ``beyond-window``: the anchors' criteria and the simple baseline,
   measured on the same model (``psheads.policy.criteria``);
 * ``rope-windows``: the map with per-head windows from RoPE wavelengths at the same total KV;
+* ``map-mean``: psheads' scores with a KV head's score the *mean* over its query heads instead of the
+  largest (added after Gemma 3's result at 2,048 tokens, where the largest score saturates, and before
+  any other measurement; reported beside the map, graded by no rule);
 * ``designed``: where the model has its own local and global layers (Gemma 3), its local layers
   streamed, at its own share, beside the map at that share.
 
@@ -48,7 +51,7 @@ from psheads.interface.progress import progress_bar
 from psheads.policy import HeadPolicy, attention_shape, kept_tokens, kv_bytes, make_policy, streaming_everywhere
 from psheads.policy.criteria import anchor_scores
 from psheads.policy.forward import check_rope, windowed
-from psheads.policy.head_policy import tie_free_keep
+from psheads.policy.head_policy import aggregate, tie_free_keep
 from psheads.results import schema
 from psheads.rope.backends.facts import logits_at, preserved_state
 from psheads.tasks.long_context import TeacherForced, long_context_names, long_context_task
@@ -196,6 +199,13 @@ def layered_random_policy(policy: HeadPolicy, budget: float, seed: int) -> HeadP
                                provenance={"condition": "random-layers", "draw": seed, "budget": budget})
 
 
+def mean_policy(policy: HeadPolicy) -> HeadPolicy:
+    """The map with a KV head's score the mean of its query heads' instead of the largest."""
+    kv = aggregate(np.asarray(policy.query_scores), policy.kv_head_of, policy.n_kv_heads, "mean")
+    return policy.with_changes(kv_scores=kv, keep=tie_free_keep(kv), wavelengths=None,
+                               provenance={**policy.provenance, "aggregation": "mean", "condition": "map-mean"})
+
+
 def designed_policy(policy: HeadPolicy) -> HeadPolicy | None:
     """The model's own design as a map: its sliding-window layers streamed, its global layers kept
     (None for a model without both kinds)."""
@@ -311,6 +321,7 @@ def _conditions(config: PolicyEvaluationConfig, policy: HeadPolicy, anchors: dic
                 rope: HeadPolicy | None, length: int) -> Iterator[Run]:
     """Every run at one length, ``full`` excluded."""
     wanted = set(config.conditions)
+    averaged = mean_policy(policy) if "map-mean" in wanted else None
     designed = designed_policy(policy) if "designed" in wanted else None
     budgets = list(config.budgets)
     for budget in budgets:
@@ -324,6 +335,8 @@ def _conditions(config: PolicyEvaluationConfig, policy: HeadPolicy, anchors: dic
             yield condition, budget, 0, anchor, budget
         if rope is not None:
             yield "rope-windows", budget, 0, rope, budget
+        if averaged is not None:
+            yield "map-mean", budget, 0, averaged, budget
         if "random" in wanted:
             for draw in range(config.n_random):
                 yield "random", budget, draw, random_policy(policy, config.seed + draw), budget
@@ -409,8 +422,9 @@ def evaluate_policies(model: Any, tokenizer: Any = None, config: PolicyEvaluatio
             full_kv = kv_bytes(policy, rules.KV_LENGTH, budget=0.0)
             extras["kv_ratios"][str(length)] = {b: full_kv / kv_bytes(policy, rules.KV_LENGTH, budget=b)
                                                 for b in rules.KV_RATIOS}
-            for condition, deterministic in [("map", policy), *anchors.items(),
-                                             *([("rope-windows", rope)] if want_rope else [])]:
+            extra = [("rope-windows", rope)] if want_rope else []
+            extra += [("map-mean", mean_policy(policy))] if "map-mean" in config.conditions else []
+            for condition, deterministic in [("map", policy), *anchors.items(), *extra]:
                 maps.append(_map_rows(deterministic, condition, length))
             runs = list(_conditions(config, policy, anchors, rope if want_rope else None, length))
             wanted += _measure(model, name, length, tasks, prose, policy, runs, store, progress)

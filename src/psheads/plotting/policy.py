@@ -14,9 +14,10 @@ from psheads.results import schema
 
 CONDITION_COLORS = {"full": "#222222", "map": "#d62728", "anti": "#1f77b4", "streaming": "#7f7f7f",
                     "retrieval": "#2ca02c", "razor": "#ff7f0e", "beyond-window": "#9467bd", "rope-windows": "#e377c2",
+                    "map-mean": "#ff9896",
                     "designed": "#8c564b", "random": "#bbbbbb", "random-layers": "#bcbd22"}
 """One colour per condition of an attention-policy evaluation (psheads' map in red)."""
-_LINES = ("map", "anti", "streaming", "retrieval", "razor", "beyond-window", "rope-windows")
+_LINES = ("map", "anti", "streaming", "retrieval", "razor", "beyond-window", "rope-windows", "map-mean")
 
 
 def _accuracy(frame: pd.DataFrame, what: str) -> pd.DataFrame:

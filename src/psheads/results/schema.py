@@ -263,7 +263,7 @@ GATING_SWEEP = FrameSchema("gating_sweep", (
 
 
 POLICY_CONDITIONS = ("full", "map", "random", "random-layers", "anti", "streaming", "retrieval", "razor",
-                     "beyond-window", "designed", "rope-windows")
+                     "beyond-window", "designed", "rope-windows", "map-mean")
 """The conditions of an attention-policy evaluation (``psheads.experiments.attention_policy``), in order."""
 
 POLICY_EVALUATION = FrameSchema("attention policy evaluation", (
