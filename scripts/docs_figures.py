@@ -33,6 +33,11 @@ from urllib.parse import unquote
 
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Before psheads: transformer_lens imports pytest, and the test package turns its shape checks on when pytest
+# is imported, which works only before psheads is.
+from tests.browser import render  # isort: split
+
 import psheads
 from psheads import data as stored
 from psheads.models.zoo import PRETRAINED_DIR
@@ -74,8 +79,6 @@ def page_figures(page: Path = PAGE) -> dict[str, Any]:
 
 def export_svg(figure: Any, path: Path) -> Path:
     """Write ``figure`` as the SVG plotly.js exports in headless Chromium."""
-    sys.path.insert(0, str(ROOT))
-    from tests.browser import render
 
     width, height = figure.layout.width or SIZE[0], figure.layout.height or SIZE[1]
     script = _EXPORT.replace("WIDTH", str(width)).replace("HEIGHT", str(height))

@@ -56,6 +56,6 @@ def test_evaluate_runs_the_conditions_and_prints_the_verdicts(tmp_path, capsys) 
     out = capsys.readouterr().out
     assert "G1" in out and "G8" in out
     evaluation = pd.read_csv(tmp_path / "evaluation" / "evaluation.csv")
-    assert set(evaluation["condition"]) == {"full", "map", "anti", "streaming", "rope-windows", "random",
-                                            "random-layers"}
+    assert set(evaluation["condition"]) == {"full", "map", "map-mean", "anti", "streaming", "rope-windows",
+                                            "random", "random-layers"}
     assert (tmp_path / "evaluation" / "run.json").is_file()

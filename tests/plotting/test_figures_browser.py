@@ -29,7 +29,7 @@ def page_figures() -> dict[str, go.Figure]:
 
 
 def test_the_figures_page_runs_every_figure_function_with_the_template(page_figures) -> None:
-    assert len(FUNCTIONS) == 19
+    assert len(FUNCTIONS) == 22
     text = PAGE.read_text(encoding="utf-8")
     assert [name for name in FUNCTIONS if f"plotting.{name}(" not in text] == []
     assert len(page_figures) >= len(FUNCTIONS)
