@@ -1,6 +1,6 @@
 """Write the table of the reproduction report's rules and their controls into docs/reproduce.md.
 
-Run after changing a rule (tests/reproduction/test_rules.py fails until the docs match):
+Run after changing a rule (tests/reproduction/rules/test_registry.py fails until the docs match):
 
     python scripts/docs_rules.py
 """

@@ -14,7 +14,7 @@ from psheads.reproduction import rules
 from psheads.reproduction.references import PUBLISHED
 from psheads.reproduction.report.claims import Claim, Section, graded, not_measured
 from psheads.reproduction.report.inputs import TASKS, ReportConfig, Run, shipped_number, task_prompts
-from psheads.reproduction.rules import plane_fit
+from psheads.reproduction.rules.frequencies import plane_fit
 
 
 def frequency_table(runs: list[Run], config: ReportConfig) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:

@@ -14,7 +14,7 @@ from psheads import plotting
 from psheads.interface.reprs import layer_text
 from psheads.reproduction.report.claims import Claim, Section, graded, not_measured
 from psheads.reproduction.report.inputs import ReportConfig, Run, shipped_number, task_prompts
-from psheads.reproduction.rules import CONVERGED, GAMMAS
+from psheads.reproduction.rules.learning import CONVERGED, GAMMAS
 from psheads.results import analysis
 
 

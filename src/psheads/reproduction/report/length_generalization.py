@@ -9,7 +9,7 @@ import pandas as pd
 from psheads import plotting
 from psheads.reproduction.report.claims import Claim, Section, graded, not_measured
 from psheads.reproduction.report.inputs import ReportConfig, Run
-from psheads.reproduction.rules import decay_points
+from psheads.reproduction.rules.length_generalization import decay_points
 from psheads.results import analysis
 
 

@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 
 from psheads import plotting
-from psheads.reproduction import rules
 from psheads.reproduction.references import PUBLISHED
 from psheads.reproduction.report.claims import Claim, Section, graded, not_measured
 from psheads.reproduction.report.inputs import ReportConfig, Run, task_prompts
+from psheads.reproduction.rules.theorems import BOUND_SLACK, FIGURE_5A_N, figure_5a_config
 
 
 def theory_section(runs: list[Run], config: ReportConfig) -> Section:
@@ -40,7 +40,7 @@ def theory_section(runs: list[Run], config: ReportConfig) -> Section:
                         "lower bound is psheads' own, from the derivation)", margins)]
     section.claims.append(graded("theorem_3_1", f"accuracy {accuracy['accuracy'].min():.3f} at worst over "
                                  f"{len(accuracy)} (construction, length) cells", accuracy["accuracy"].tolist()))
-    above = margins[margins["exact"] > margins["upper (n = L)"] + rules.BOUND_SLACK]
+    above = margins[margins["exact"] > margins["upper (n = L)"] + BOUND_SLACK]
     section.claims.append(graded(
         "theorem_3_2", "exact worst cases at L = 2…n0 for both constructions; above the bound at n = L: "
         + (", ".join(f"{kind} L = {length}"
@@ -54,8 +54,8 @@ def figure_5a_curves() -> pd.DataFrame:
     """Theorem 3.2's bounds at paper B's angles for n = 1 … ``FIGURE_5A_N`` (``construction, n, upper, lower``)."""
     rows = []
     for kind in PUBLISHED["figure_5a"].value:
-        config = rules.figure_5a_config(kind)
-        for n in range(1, rules.FIGURE_5A_N + 1):
+        config = figure_5a_config(kind)
+        for n in range(1, FIGURE_5A_N + 1):
             bound = config.bound(n + 1)
             rows.append({"construction": kind, "n": n, "upper": bound.upper,
                          "lower": np.nan if bound.lower is None else bound.lower})
@@ -79,13 +79,13 @@ def second_layer_ids(runs: list[Run], config: ReportConfig) -> dict[str, float]:
 
 def _figure_5a(runs: list[Run], config: ReportConfig, section: Section) -> Claim:
     curves = figure_5a_curves()
-    section.figures.append((f"Figure 5A: Theorem 3.2's bounds for n ≤ {rules.FIGURE_5A_N} at paper B's angles (Index "
+    section.figures.append((f"Figure 5A: Theorem 3.2's bounds for n ≤ {FIGURE_5A_N} at paper B's angles (Index "
                             "θ = 0.8; Retrieval θ = 0.0027, |ALPH| = 8)", plotting.theorem_bounds(curves)))
-    last = curves[curves["n"] == rules.FIGURE_5A_N].set_index("construction")
+    last = curves[curves["n"] == FIGURE_5A_N].set_index("construction")
     ids = second_layer_ids(runs, config)
     if not ids:
         return not_measured("figure_5a", "no shipped model")
-    return graded("figure_5a", f"at n = {rules.FIGURE_5A_N} the Index upper bound is {last.loc['index', 'upper']:.4f} "
+    return graded("figure_5a", f"at n = {FIGURE_5A_N} the Index upper bound is {last.loc['index', 'upper']:.4f} "
                   f"and the Retrieval bounds [{last.loc['retrieval', 'lower']:.4f}, "
                   f"{last.loc['retrieval', 'upper']:.4f}]; layer 1's frequency ID: "
                   + ", ".join(f"{task} {value:.1f}" for task, value in ids.items()), ids)

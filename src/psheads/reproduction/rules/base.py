@@ -1,0 +1,119 @@
+"""What every rule is made of: the verdicts, a rule's outcome (``Graded``), its calibrating inputs
+(``Control``), the ``Rule`` itself, and the helpers that combine verdicts over seeds, runs and models.
+
+A rule turns one measurement into a verdict. Each states its claim, its tolerance in the paper's
+units and when it was fixed, and carries two controls that go through the same function:
+
+- **positive**: the paper's own published numbers (or, where the paper publishes none, a
+  construction that plainly has the property) must give *reproduces*;
+- **negative**: a null input (flat curves, scores on the metric's own arc, an untrained model)
+  must not.
+
+``Rule.controls()`` runs both; the report shows them beside every verdict. The family modules of
+this package hold the rules themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Literal
+
+from psheads.reproduction.references import PUBLISHED
+
+Verdict = Literal["reproduces", "partly", "does not reproduce", "inconclusive", "not comparable", "unverified",
+                  "not measured", "not tested"]
+VERDICT_COLORS = {"reproduces": "#1a7f37", "partly": "#9a6700", "does not reproduce": "#cf222e",
+                  "inconclusive": "#6e7781", "not comparable": "#8250df", "unverified": "#bc4c00",
+                  "not measured": "#57606a", "not tested": "#57606a"}
+"""Every verdict a claim can get. *inconclusive*: the measurement cannot tell (an interval that
+contains 0, a task not solved where the claim starts); *not comparable*: psheads measures a
+different model or quantity from the paper's, so the rule's outcome is context only;
+*unverified*: the published value's source was not found in the paper's text, so it gets no
+verdict; *not measured*: a table psheads needs is missing; *not tested*: no rule exists yet."""
+
+ISSUE_36 = "2026-11-28 (issue 36), before re-measuring"
+"""When the rules below were fixed or re-fixed: from the papers' text, before the report re-ran."""
+EARLIER = "before the first report (2026-07), unchanged by issue 36's controls"
+"""Rules that predate issue 36 and passed both controls as they were."""
+
+
+@dataclass(frozen=True)
+class Graded:
+    """A rule's outcome: the verdict and what decided it."""
+
+    verdict: Verdict
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Control:
+    """An input a rule is calibrated on: what it is, and the measurement it stands for."""
+
+    description: str
+    measurement: Any
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one claim is graded.
+
+    Attributes:
+        claim: the claim's key in ``references.PUBLISHED``.
+        text: the rule in words, as the report prints it.
+        tolerance: the tolerance in the paper's units.
+        fixed: when the rule was fixed and why (a new entry for every change).
+        grade: measurement -> ``Graded``.
+        positive: the input that must give *reproduces*; None with ``no_positive`` saying why.
+        negative: a null input that must not give *reproduces*.
+        no_positive: why there is no honest positive control.
+    """
+
+    claim: str
+    text: str
+    tolerance: str
+    fixed: str
+    grade: Callable[[Any], Graded]
+    positive: Control | None
+    negative: Control
+    no_positive: str = ""
+
+    def __post_init__(self) -> None:
+        if self.claim not in PUBLISHED:
+            raise ValueError(f"Rule for unknown claim {self.claim!r}; add it to references.PUBLISHED first.")
+        if (self.positive is None) == (not self.no_positive):
+            raise ValueError(f"Rule {self.claim!r}: give a positive control or say why there is none (no_positive).")
+
+    def controls(self) -> tuple[Graded | None, Graded]:
+        """The verdicts of the positive control (None when there is none) and the negative one."""
+        return self._control_verdicts
+
+    @cached_property
+    def _control_verdicts(self) -> tuple[Graded | None, Graded]:
+        # computed once per rule: some controls (the arc null, the bounds tables) are not free
+        return (None if self.positive is None else self.grade(self.positive.measurement),
+                self.grade(self.negative.measurement))
+
+
+def control_text(rule: Rule) -> str:
+    """Both controls in one line, for the report."""
+    positive, negative = rule.controls()
+    first = (f"positive ({rule.positive.description}): {positive.verdict}" if rule.positive is not None and positive
+             else f"positive: none ({rule.no_positive})")
+    return f"{first}; negative ({rule.negative.description}): {negative.verdict}."
+
+
+def worst(verdicts: Sequence[Verdict]) -> Verdict:
+    """The weakest of several verdicts (not measured when none grades anything)."""
+    for verdict in ("does not reproduce", "partly", "inconclusive", "reproduces"):
+        if verdict in verdicts:
+            return verdict
+    return "not measured"
+
+
+def share_verdict(passed: int, total: int) -> Verdict:
+    """Reproduces when every unit passes, partly when at least half do."""
+    if not total:
+        return "not measured"
+    return "reproduces" if passed == total else "partly" if 2 * passed >= total else "does not reproduce"

@@ -1,0 +1,62 @@
+"""The rules of the report's canonical-tasks section (paper A, from psheads' gated training
+sweep): Index needs the fast planes, Retrieval is solved from the slow ones, partial induction
+needs rotating and static planes together."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from psheads.reproduction.rules.base import EARLIER, Control, Graded, Rule
+
+SOLVED = 0.99
+"""A gated task counts as solved at this mean accuracy over seeds."""
+FAILED = 0.5
+"""…and as failed below it."""
+
+
+def index_fast_grade(accuracy: Mapping[str, float]) -> Graded:
+    """Index: solved with the fast planes, failed from slow or zero planes alone."""
+    fast, static = accuracy["fast"], max(accuracy["slow"], accuracy["zero"])
+    return Graded("reproduces" if fast >= SOLVED and static < FAILED else "partly" if fast >= SOLVED
+                  else "does not reproduce", f"fast {fast:.3f}, slow or zero only {static:.3f}")
+
+
+def retrieval_slow_grade(accuracy: Mapping[str, float]) -> Graded:
+    """Retrieval: solved from the slow band and from plane 0 alone."""
+    slow, zero = accuracy["slow"], accuracy["zero"]
+    return Graded("reproduces" if min(slow, zero) >= SOLVED else "partly" if max(slow, zero) >= SOLVED
+                  else "does not reproduce", f"slow {slow:.3f}, zero {zero:.3f}")
+
+
+INDUCTION_ALONE = 0.6
+"""Partial induction: either kind of plane alone stays below this (reproduces) or below ``SOLVED`` (partly)."""
+
+
+def induction_grade(accuracy: Mapping[str, float]) -> Graded:
+    """Partial induction: solved with rotating and static planes together, not with either alone."""
+    both, alone = accuracy["both"], accuracy["alone"]
+    return Graded("reproduces" if both >= SOLVED and alone < INDUCTION_ALONE else "partly"
+                  if both >= SOLVED and alone < SOLVED else "does not reproduce",
+                  f"rotating + static {both:.3f}, best single kind {alone:.3f}")
+
+
+CHANCE_BANDS = {"fast": 0.04, "slow": 0.04, "zero": 0.04, "both": 0.04, "alone": 0.04}
+"""A sweep at chance everywhere (1 of 24 answers): the null of the gated rules."""
+
+_NO_VALUES_A = "paper A's source for this claim was not found, and it publishes no numbers to test the rule on"
+
+
+# ------------------------------------------------------------------------------------ the family
+
+FAMILY: tuple[Rule, ...] = (
+    Rule("index_fast", f"≥ {SOLVED} with the fast planes and < {FAILED} from slow or zero planes alone.",
+         f"{SOLVED} / {FAILED} accuracy", EARLIER, index_fast_grade, None,
+         Control("a sweep at chance everywhere", CHANCE_BANDS), no_positive=_NO_VALUES_A),
+    Rule("retrieval_slow", f"≥ {SOLVED} from the slow band and from plane 0 alone.", f"{SOLVED} accuracy", EARLIER,
+         retrieval_slow_grade, None, Control("a sweep at chance everywhere", CHANCE_BANDS), no_positive=_NO_VALUES_A),
+    Rule("induction_both", f"≥ {SOLVED} with rotating and static planes together; reproduces when either kind alone "
+         f"stays < {INDUCTION_ALONE}, partly when it stays < {SOLVED}.", f"{SOLVED} / {INDUCTION_ALONE} accuracy",
+         EARLIER, induction_grade, None, Control("a sweep at chance everywhere", CHANCE_BANDS),
+         no_positive=_NO_VALUES_A),
+)
+"""The canonical-task rules, in the report's order."""

@@ -1,0 +1,135 @@
+"""The rules of the report's length-generalization section (paper B, figure 5B and §3.6): the
+letter model's reach, the number model's accuracy at figure 5B's reading points, and the decay of
+accuracy with Theorem 3.2's bound within each model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from psheads.reproduction.references import PAPER_B_FIGURE_5B, PUBLISHED
+from psheads.reproduction.rules.base import ISSUE_36, Control, Graded, Rule, Verdict, worst
+from psheads.reproduction.rules.theorems import DECAY_MODELS, figure_5a_config
+from psheads.results import analysis
+
+# ------------------------------------------------------------------------------- lengths
+
+PROMPT_LENGTH = 17
+"""Paper B's training prompt length: figure 5B's x counts the tokens added to it (L = x + 17)."""
+LETTER_LENGTH_BANDS = (1.25, 2.0)
+"""The letter model's reach (≥ 90%) against paper B's: within a factor 1.25 either way reproduces,
+within a factor 2 partly."""
+NUMBER_LENGTH_TOLERANCE = 0.15
+"""The number model's accuracy at figure 5B's reading points: within ±0.15 (plot reading and sampling)."""
+
+
+def figure_5b_curve(task: str) -> pd.DataFrame:
+    """Paper B's figure 5B, read from the PDF's vector paths, as a ``length, hops, accuracy`` curve
+    at L = x + 17 (x = 0 is the 17-token prompt, accuracy 1)."""
+    points = {0: 1.0, **PAPER_B_FIGURE_5B[task]}
+    return pd.DataFrame({"length": [x + PROMPT_LENGTH for x in points], "hops": "all",
+                         "accuracy": list(points.values())})
+
+
+def letter_length_grade(curve: pd.DataFrame) -> Graded:
+    """Figure 5B's letter reach: the longest length the curve stays ≥ 90% at, against 850 + 17 tokens."""
+    published = PUBLISHED["letter_length"].value + PROMPT_LENGTH
+    reach = analysis.longest_ready(curve) or 0
+    ratio = max(reach / published, published / reach) if reach > 0 else np.inf
+    return Graded("reproduces" if ratio <= LETTER_LENGTH_BANDS[0] else "partly" if ratio <= LETTER_LENGTH_BANDS[1]
+                  else "does not reproduce", f"≥ 90% up to {reach} tokens ({reach / published:.0%} of {published})")
+
+
+def number_length_grade(curve: pd.DataFrame) -> Graded:
+    """Figure 5B's number curve at its reading points (L = x + 17): within ``NUMBER_LENGTH_TOLERANCE``."""
+    published = {x + PROMPT_LENGTH: value for x, value in PUBLISHED["number_length"].value.items()}
+    measured = {length: analysis.accuracy_at(curve, length) for length in published}
+    if any(value is None for value in measured.values()):
+        return Graded("not measured", "the curve does not reach " + ", ".join(map(str, published)))
+    close = [abs(measured[length] - value) <= NUMBER_LENGTH_TOLERANCE for length, value in published.items()]
+    return Graded("reproduces" if all(close) else "partly" if any(close) else "does not reproduce",
+                  ", ".join(f"{measured[length]:.3f} at {length} (paper {value})"
+                            for length, value in published.items()))
+
+
+def _flat(value: float, lengths: Sequence[int] = (17, 65, 145, 529, 1041)) -> pd.DataFrame:
+    return pd.DataFrame({"length": list(lengths), "hops": "all", "accuracy": value})
+
+# ------------------------------------------------------------------------------- decay
+
+DECAY_CORRELATION = (0.8, 0.5)
+"""§3.6, per model: Spearman's ρ between the bound at that model's angle and its accuracy."""
+MIN_DECAY_POINTS = 3
+"""Fewer lengths per model than this: *not measured*."""
+
+
+def decay_points(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per model in ``DECAY_MODELS`` (column ``model`` of ``curves``) and length L: the all-hops
+    accuracy beside Theorem 3.2's upper bound at n = L − 1 at that model's angle, where the Retrieval
+    bound holds (n < ω/(2θ)), so both models are read over the same lengths."""
+    retrieval = figure_5a_config("retrieval")
+    longest = retrieval.omega / (2 * retrieval.theta)
+    rows = []
+    for model, kind in DECAY_MODELS.items():
+        config = figure_5a_config(kind)
+        part = curves[(curves["model"] == model) & (curves["hops"].astype(str) == "all")]
+        for length, accuracy in part.groupby("length")["accuracy"].mean().items():
+            if length - 1 < longest:
+                rows.append({"model": model, "construction": kind, "length": int(length),
+                             "upper bound": config.bound(int(length)).upper, "accuracy": float(accuracy)})
+    return pd.DataFrame(rows, columns=["model", "construction", "length", "upper bound", "accuracy"])
+
+
+def decay_grade(points: pd.DataFrame) -> Graded:
+    """§3.6 within each model: ρ between its bound and its accuracy over lengths ≥ ``DECAY_CORRELATION``;
+    a model with fewer than ``MIN_DECAY_POINTS`` lengths is not measured, a flat curve inconclusive."""
+    verdicts, texts = [], []
+    for model, part in points.groupby("model", sort=False):
+        if len(part) < MIN_DECAY_POINTS:
+            texts.append(f"{model}: {len(part)} lengths, too few")
+            continue
+        rho = float(part["upper bound"].rank().corr(part["accuracy"].rank()))
+        verdict: Verdict = ("inconclusive" if not np.isfinite(rho) else "reproduces" if rho >= DECAY_CORRELATION[0]
+                            else "partly" if rho >= DECAY_CORRELATION[1] else "does not reproduce")
+        verdicts.append(verdict)
+        texts.append(f"{model}: ρ = {rho:.2f} over {len(part)} lengths")
+    return Graded(worst(verdicts), "; ".join(texts) or "no model")
+
+
+def _decay_control(curve: pd.DataFrame) -> pd.DataFrame:
+    return decay_points(curve.assign(model="number"))
+
+
+# ------------------------------------------------------------------------------------ the family
+
+FAMILY: tuple[Rule, ...] = (
+    Rule("letter_length",
+         f"the letter model's reach (≥ 90%) within a factor {LETTER_LENGTH_BANDS[0]:g} of 850 + 17 = 867 tokens "
+         f"reproduces, within a factor {LETTER_LENGTH_BANDS[1]:g} partly.",
+         f"a factor {LETTER_LENGTH_BANDS[0]:g} in length",
+         ISSUE_36 + ": figure 5B's x counts the added tokens, so 850 is L = 867", letter_length_grade,
+         Control("figure 5B's letter curve", figure_5b_curve("letter")),
+         Control("a model that collapses past its training length", _flat(0.3).assign(
+             accuracy=[1.0, 0.3, 0.3, 0.3, 0.3]))),
+    Rule("number_length",
+         f"at figure 5B's reading points (x = 200 and 1,000, so L = 217 and 1,017) within ±{NUMBER_LENGTH_TOLERANCE} "
+         "of the paper's value: reproduces at both, partly at one; a model that generalises better fails as well. "
+         "Between measured lengths the curve is interpolated linearly in log length.",
+         f"±{NUMBER_LENGTH_TOLERANCE} accuracy", ISSUE_36 + ": read at L = x + 17", number_length_grade,
+         Control("figure 5B's number curve", figure_5b_curve("number")),
+         Control("a model that generalises perfectly", _flat(1.0))),
+    Rule("theory_decay",
+         f"within each model, Spearman's ρ between Theorem 3.2's upper bound at that model's angle (figure 5A) and its "
+         f"accuracy over the lengths where the Retrieval bound holds (L − 1 < ω/(2θ) ≈ 145): ≥ {DECAY_CORRELATION[0]} "
+         f"reproduces, ≥ {DECAY_CORRELATION[1]} partly; fewer than {MIN_DECAY_POINTS} lengths not measured, a flat "
+         "curve inconclusive; the claim takes the weaker model.", f"ρ {DECAY_CORRELATION[0]}",
+         ISSUE_36 + ": per model; pooling both models let the gap between them drive ρ", decay_grade,
+         Control("figure 5B's number curve against the Index bound (its letter curve has 2 points in range)",
+                 _decay_control(figure_5b_curve("number"))),
+         Control("flat and rising curves", pd.concat([decay_points(_flat(0.5).assign(model="number")),
+                                                      decay_points(_flat(0.95).assign(
+                                                          model="letter", accuracy=[0.5, 0.7, 0.95, 0.95, 0.95]))]))),
+)
+"""The length-generalization rules, in the report's order."""

@@ -1,0 +1,193 @@
+"""The rules of the report's section on real LLMs: paper B's table 3 and §3.7 per model, and paper
+A's early-versus-late medians and anti-correlation of the two scores, against the metric's own null."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from psheads.reproduction.references import PAPER_B_TABLE_3_RUNS
+from psheads.reproduction.rules.base import EARLIER, ISSUE_36, Control, Graded, Rule, Verdict, worst
+
+LLM_WINDOW = 100
+"""The window table 3's pattern is read at: GPT 5.4's number task has collapsed there (0.08), its
+letter task holds (0.85)."""
+LLM_SHORT = 12
+"""The shortest window, where the collapse starts from."""
+NUMBER_SOLVED = 0.25
+"""A model's number task must be solved at 12 items for a collapse to be seen: its 95% interval
+above 0.25 (paper B's weakest model starts at 0.40). Otherwise the model gets no verdict."""
+LETTER_HOLDS = 0.75
+"""The letter task holds: at least 75% of its 12-item accuracy at ``LLM_WINDOW``."""
+SECTION_3_7 = {("llm-number", 32): ("<", 0.5), ("llm-number", 100): ("<", 0.1), ("llm-letter", 32): (">", 0.88),
+               ("llm-letter", 100): (">", 0.65)}
+"""§3.7's thresholds "for all models": number below 0.5 at 32 items and below 0.1 at 100; letter
+above 0.88 at 32 and above 0.65 at 100 (paper B's Claude Sonnet 3.7 sits exactly at 0.88: the
+comparison takes the published two decimals as they are)."""
+
+
+def _cell(cells: pd.DataFrame, key: tuple[str, int], column: str) -> float:
+    """One number of a model's cells (indexed by task and window)."""
+    return float(cells[column].loc[key])
+
+
+def _testable(cells: pd.DataFrame) -> bool:
+    key = ("llm-number", LLM_SHORT)
+    return key in cells.index and _cell(cells, key, "ci_low") > NUMBER_SOLVED
+
+
+def _per_model(tables: Mapping[str, pd.DataFrame],
+               one: Callable[[pd.DataFrame], tuple[Verdict, str]]) -> Graded:
+    verdicts, texts = [], []
+    for model, table in tables.items():
+        cells = table.set_index(["task", "window"])
+        if not _testable(cells):
+            texts.append(f"{model}: number task not solved at {LLM_SHORT} items, no collapse to test")
+            continue
+        verdict, text = one(cells)
+        verdicts.append(verdict)
+        texts.append(f"{model}: {text} ({verdict})")
+    if not verdicts:
+        return Graded("inconclusive" if tables else "not measured", "; ".join(texts) or "no model")
+    overall: Verdict = ("reproduces" if all(v == "reproduces" for v in verdicts) else "partly"
+                        if "reproduces" in verdicts else worst(verdicts))
+    return Graded(overall, "; ".join(texts))
+
+
+def _table_3_pattern(cells: pd.DataFrame) -> tuple[Verdict, str]:
+    need = [("llm-letter", LLM_SHORT), ("llm-letter", LLM_WINDOW), ("llm-number", LLM_WINDOW)]
+    if any(key not in cells.index for key in need):
+        return "not measured", f"no letter and number cells at {LLM_WINDOW} items"
+    letter, number = ("llm-letter", LLM_WINDOW), ("llm-number", LLM_WINDOW)
+    start = _cell(cells, ("llm-letter", LLM_SHORT), "accuracy")
+    above = _cell(cells, letter, "ci_low") > _cell(cells, number, "ci_high")
+    holds = _cell(cells, letter, "accuracy") >= LETTER_HOLDS * start
+    return ("reproduces" if above and holds else "partly" if above else "does not reproduce",
+            f"letter {start:.2f} at {LLM_SHORT} items → {_cell(cells, letter, 'accuracy'):.2f} at {LLM_WINDOW}, "
+            f"number {_cell(cells, number, 'accuracy'):.2f} at {LLM_WINDOW}")
+
+
+def table_3_grade(tables: Mapping[str, pd.DataFrame]) -> Graded:
+    """Table 3 per model (``task, window, accuracy, ci_low, ci_high``), only where the number task is
+    solved at 12 items: at ``LLM_WINDOW`` the letter task's interval above the number task's (partly)
+    and the letter task holding (reproduces). Over the models: all reproduce, or at least one (partly)."""
+    return _per_model(tables, _table_3_pattern)
+
+
+def _thresholds(cells: pd.DataFrame) -> tuple[Verdict, str]:
+    if any(key not in cells.index for key in SECTION_3_7):
+        return "not measured", "no cells at 32 and 100 items"
+    held = [_cell(cells, key, "accuracy") < bound if side == "<" else _cell(cells, key, "accuracy") >= bound
+            for key, (side, bound) in SECTION_3_7.items()]
+    return ("reproduces" if all(held) else "partly" if sum(held) >= len(held) / 2 else "does not reproduce",
+            f"{sum(held)} of {len(held)} thresholds hold")
+
+
+def thresholds_grade(tables: Mapping[str, pd.DataFrame]) -> Graded:
+    """§3.7's four thresholds per model, only where the number task is solved at 12 items."""
+    return _per_model(tables, _thresholds)
+
+
+def table_3_tables() -> dict[str, pd.DataFrame]:
+    """Paper B's table 3 per model as ``task, window, accuracy, ci_low, ci_high`` (mean ± 1.96 SD/√5
+    over its five runs)."""
+    out = {}
+    for model, tasks in PAPER_B_TABLE_3_RUNS.items():
+        rows = [{"task": f"llm-{task}", "window": window, "accuracy": mean,
+                 "ci_low": mean - 1.96 * sd / math.sqrt(5), "ci_high": mean + 1.96 * sd / math.sqrt(5)}
+                for task, cells in tasks.items() for window, (mean, sd) in cells.items()]
+        out[model] = pd.DataFrame(rows)
+    return out
+
+
+def _flat_llm(value: float) -> dict[str, pd.DataFrame]:
+    rows = [{"task": task, "window": window, "accuracy": value, "ci_low": value - 0.05, "ci_high": value + 0.05}
+            for task in ("llm-number", "llm-letter") for window in (12, 32, 100)]
+    return {"flat": pd.DataFrame(rows)}
+
+
+def early_late_grade(interval: tuple[float, float]) -> Graded:
+    """Paper A's early-versus-late medians: a late − early interval below 0 is the paper's direction."""
+    low, high = interval
+    return Graded("inconclusive" if low <= 0 <= high else "reproduces" if high < 0 else "does not reproduce",
+                  f"late − early [{low:.3f}, {high:.3f}]")
+
+
+ARC_DRAWS = 2000
+"""Resamples of the arc null."""
+
+
+def arc_null(n_heads: int, seed: int = 0) -> tuple[float, float]:
+    """The 95% range of Pearson's r between s_POS and s_SYM for ``n_heads`` heads whose scores lie on
+    the metric's arc (cos φ, sin φ), φ uniform on [0, π/2]: what one prompt at a small τ forces."""
+    rng = np.random.default_rng(seed)
+    phi = rng.uniform(0, np.pi / 2, size=(ARC_DRAWS, n_heads))
+    x, y = np.cos(phi), np.sin(phi)
+    x, y = x - x.mean(1, keepdims=True), y - y.mean(1, keepdims=True)
+    r = (x * y).sum(1) / np.sqrt((x * x).sum(1) * (y * y).sum(1))
+    return float(np.quantile(r, 0.025)), float(np.quantile(r, 0.975))
+
+
+def correlation_grade(measurement: Mapping[str, float]) -> Graded:
+    """Paper A's anti-correlation against the metric's own null: ``{"r", "ci_high", "n"}``. The
+    interval must lie below the arc null's 2.5% quantile (reproduces); r < 0 inside the null's range
+    is inconclusive (the metric alone gives it); r ≥ 0 does not reproduce."""
+    low, _ = arc_null(int(measurement["n"]))
+    if measurement["ci_high"] < low:
+        verdict: Verdict = "reproduces"
+    elif measurement["r"] < 0:
+        verdict = "inconclusive"
+    else:
+        verdict = "does not reproduce"
+    return Graded(verdict, f"r = {measurement['r']:.3f}; the arc null's 95% range starts at {low:.3f}")
+
+
+def _two_clusters(n: int = 64) -> dict[str, float]:
+    """Heads split between pure positional (1, 0) and pure symbolic (0, 1): r = −1."""
+    x = np.tile([1.0, 0.0], n // 2)
+    r = float(np.corrcoef(x, 1 - x)[0, 1])
+    return {"r": r, "ci_high": r, "n": n}
+
+
+def _on_the_arc(n: int = 64) -> dict[str, float]:
+    rng = np.random.default_rng(1)
+    phi = rng.uniform(0, np.pi / 2, n)
+    r = float(np.corrcoef(np.cos(phi), np.sin(phi))[0, 1])
+    return {"r": r, "ci_high": r + 0.02, "n": n}
+
+
+# ------------------------------------------------------------------------------------ the family
+
+FAMILY: tuple[Rule, ...] = (
+    Rule("llm_table_3",
+         f"per model whose number task is solved at {LLM_SHORT} items (95% interval above {NUMBER_SOLVED}; otherwise "
+         f"no verdict for it): at {LLM_WINDOW} items the letter task's interval above the number task's and the letter "
+         f"task at ≥ {LETTER_HOLDS:.0%} of its {LLM_SHORT}-item accuracy reproduces; the interval above alone is "
+         "partly. Over the models: all reproduce, or at least one (partly).",
+         f"{LETTER_HOLDS:.0%} of the letter task's start",
+         ISSUE_36 + ": per model, and only where the number task can collapse", table_3_grade,
+         Control("table 3: GPT 5.4, GPT 5.5, Claude Sonnet 3.7", table_3_tables()),
+         Control("a model equally good at both tasks", _flat_llm(0.6))),
+    Rule("llm_thresholds",
+         f"per model whose number task is solved at {LLM_SHORT} items: number < 0.5 at 32 items and < 0.1 at 100, "
+         "letter ≥ 0.88 at 32 and ≥ 0.65 at 100; all four reproduce, half partly.", "the paper's own thresholds",
+         ISSUE_36,
+         thresholds_grade, Control("table 3: GPT 5.4, GPT 5.5, Claude Sonnet 3.7", table_3_tables()),
+         Control("a model equally good at both tasks", _flat_llm(0.6))),
+    Rule("llm_early_late", "a late − early interval of the median positional score below 0 is the paper's direction; "
+         "containing 0, inconclusive; above 0, does not reproduce.", "the 95% interval's sign",
+         EARLIER + "; layers resampled as clusters since issue 36", early_late_grade, None,
+         Control("no difference between early and late layers", (-0.1, 0.1)),
+         no_positive="paper A publishes no interval, and its values' source was not found"),
+    Rule("llm_correlation",
+         f"the 95% interval of r below the 2.5% quantile of the metric's own null (heads' scores on the arc (cos φ, "
+         f"sin φ), φ uniform, {ARC_DRAWS} draws at the measured number of heads) reproduces; r < 0 within the null's "
+         "range is inconclusive; r ≥ 0 does not reproduce.", "the arc null's 2.5% quantile",
+         ISSUE_36 + ": against the metric's null; a one-sided r < 0 passed random heads on the arc (r ≈ −0.92)",
+         correlation_grade, Control("heads split between pure positional and pure symbolic (r = −1)", _two_clusters()),
+         Control("random heads on the metric's arc", _on_the_arc())),
+)
+"""The LLM rules, in the report's order."""

@@ -1,0 +1,63 @@
+"""The length-generalization rules (psheads.reproduction.rules.length_generalization): figure 5B
+read at L = x + 17, and the decay of accuracy with Theorem 3.2's bound within each model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from psheads.reproduction.references import PAPER_B_FIGURE_5B
+from psheads.reproduction.rules.length_generalization import (
+    decay_grade,
+    decay_points,
+    figure_5b_curve,
+    letter_length_grade,
+    number_length_grade,
+)
+
+
+def test_the_length_rules_read_figure_5b_at_x_plus_17_and_are_two_sided() -> None:
+    number = figure_5b_curve("number")
+    assert number.set_index("length").loc[217, "accuracy"] == PAPER_B_FIGURE_5B["number"][200]
+    assert number_length_grade(number).verdict == "reproduces"
+    assert number_length_grade(number.assign(accuracy=0.95)).verdict == "does not reproduce"  # better fails too
+    ours = pd.DataFrame({"length": [17, 145, 529, 1041], "hops": "all", "accuracy": [1.0, 0.31, 0.10, 0.01]})
+    assert number_length_grade(ours).verdict == "does not reproduce"
+    assert number_length_grade(ours.head(2)).verdict == "not measured"
+    letter = figure_5b_curve("letter")
+    assert letter_length_grade(letter).verdict == "reproduces"  # 717 tokens, 83% of 867
+    reach_145 = pd.DataFrame({"length": [17, 145, 529], "hops": "all", "accuracy": [1.0, 0.96, 0.55]})
+    assert letter_length_grade(reach_145).verdict == "does not reproduce"
+    assert letter_length_grade(reach_145.assign(accuracy=1.0)).verdict == "partly"  # 529: within a factor 2
+
+
+def test_accuracy_at_reads_or_interpolates_the_curve() -> None:
+    from psheads.results import analysis
+
+    curve = pd.DataFrame({"length": [145, 289, 145], "hops": ["all", "all", "1"], "accuracy": [0.30, 0.20, 1.0]})
+    assert analysis.accuracy_at(curve, 145) == 0.30
+    expected = 0.30 + (np.log(200) - np.log(145)) / (np.log(289) - np.log(145)) * (0.20 - 0.30)
+    assert analysis.accuracy_at(curve, 200) == pytest.approx(expected, abs=1e-12)
+    assert analysis.accuracy_at(curve, 100) is None and analysis.accuracy_at(curve, 1000) is None
+
+
+def test_the_decay_rule_is_within_each_model() -> None:
+    """The referee's counter-example: two flat curves (0.5 and 0.95 at every length) scored ρ = 0.87
+    pooled, because the gap between the models drove the ranks."""
+    lengths = [17, 33, 65, 145, 289]
+
+    def curves(number: list[float], letter: list[float]) -> pd.DataFrame:
+        return pd.DataFrame([{"model": model, "length": length, "hops": "all", "accuracy": accuracy}
+                             for model, values in (("number", number), ("letter", letter))
+                             for length, accuracy in zip(lengths, values, strict=True)])
+
+    follows = decay_points(curves([1.0, 0.9, 0.5, 0.3, 0.2], [1.0, 0.99, 0.98, 0.96, 0.7]))
+    assert sorted(follows["length"].unique()) == [17, 33, 65, 145]  # 289 is past the Retrieval bound's range
+    assert decay_grade(follows).verdict == "reproduces"
+    flat = decay_points(curves([0.5] * 5, [0.95] * 5))
+    pooled = flat["upper bound"].rank().corr(flat["accuracy"].rank())
+    assert pooled > 0.8 and decay_grade(flat).verdict == "inconclusive"
+    rising = decay_points(curves([0.3, 0.5, 0.7, 0.9, 1.0], [0.5, 0.6, 0.7, 0.8, 0.9]))
+    assert decay_grade(rising).verdict == "does not reproduce"
+    assert decay_grade(follows[follows["length"] < 60]).verdict == "not measured"

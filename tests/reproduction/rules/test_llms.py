@@ -1,0 +1,42 @@
+"""The LLM rules (psheads.reproduction.llms.llms): table 3 per model, only where the number task can
+collapse, and paper A's anti-correlation against the metric's own arc."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from psheads.reproduction.rules import llms
+
+
+def _llm(number: dict[int, float], letter: dict[int, float], half_width: float = 0.05) -> pd.DataFrame:
+    return pd.DataFrame([{"task": task, "window": window, "accuracy": value, "ci_low": value - half_width,
+                          "ci_high": value + half_width}
+                         for task, cells in (("llm-number", number), ("llm-letter", letter))
+                         for window, value in cells.items()])
+
+
+def test_table_3_is_per_model_and_needs_a_number_task_that_can_collapse() -> None:
+    """The zoo LLMs' number task is near chance from 12 items (0.10–0.16, chance 0.04): no collapse
+    can be seen, so no verdict; 'partly if any one model passes' is gone."""
+    at_chance = _llm({12: 0.10, 32: 0.09, 100: 0.04}, {12: 0.55, 32: 0.37, 100: 0.16})
+    assert llms.table_3_grade({"gemma": at_chance}).verdict == "inconclusive"
+    collapses = _llm({12: 0.9, 32: 0.4, 100: 0.05}, {12: 0.95, 32: 0.95, 100: 0.85})
+    assert llms.table_3_grade({"a": collapses, "gemma": at_chance}).verdict == "reproduces"
+    falls = _llm({12: 0.9, 32: 0.4, 100: 0.05}, {12: 0.95, 32: 0.5, 100: 0.3})
+    assert llms.table_3_grade({"a": collapses, "b": falls}).verdict == "partly"
+    both_hold = _llm({12: 0.9, 32: 0.9, 100: 0.85}, {12: 0.95, 32: 0.95, 100: 0.85})
+    assert llms.table_3_grade({"c": both_hold}).verdict == "does not reproduce"
+    assert llms.thresholds_grade({"a": collapses}).verdict == "reproduces"
+    assert llms.thresholds_grade({"b": falls}).verdict == "partly"  # the number task's two thresholds hold
+    assert llms.table_3_grade({}).verdict == "not measured"
+
+
+def test_the_correlation_rule_is_judged_against_the_metric_s_arc() -> None:
+    """On one prompt at a small τ a head's two scores lie near (cos φ, sin φ): random heads there give
+    r ≈ −0.92, so paper A's −0.91 alone says nothing about the model."""
+    low, high = llms.arc_null(72)
+    assert -0.97 < low < high < -0.85
+    assert llms.correlation_grade({"r": -0.91, "ci_high": -0.88, "n": 72}).verdict == "inconclusive"
+    assert llms.correlation_grade({"r": -0.99, "ci_high": -0.983, "n": 72}).verdict == "reproduces"
+    assert llms.correlation_grade({"r": 0.2, "ci_high": 0.4, "n": 72}).verdict == "does not reproduce"
+    assert llms.arc_null(72) == llms.arc_null(72)  # seeded
