@@ -3,12 +3,13 @@ the outside referee's read of paper B: hop order, placement, index flow, γ, con
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 import psheads
 from psheads.reproduction import report
 from psheads.reproduction.references import PUBLISHED
-from psheads.reproduction.rules import learning
+from psheads.reproduction.rules import Graded, learning
 
 
 def test_the_placement_rule_fails_what_it_should() -> None:
@@ -67,6 +68,16 @@ def test_the_gamma_rule_passes_figure_7_and_fails_a_collapse() -> None:
     assert learning.gamma_grade([no_positional]).verdict == "reproduces"  # a role without pure heads is not judged
 
 
+def test_a_run_without_pure_heads_is_not_judged_by_the_gamma_rule() -> None:
+    """A run with no pure head at γ = 0.1 has nothing to keep: it used to count as a run that kept
+    half its heads, turning one failing run of two into 'partly'."""
+    lost = {0.1: {"positional": 4, "symbolic": 8}, 0.05: {"positional": 1, "symbolic": 8}}
+    none = {0.1: {"positional": 0, "symbolic": 0}, 0.05: {"positional": 0, "symbolic": 0}}
+    graded = learning.gamma_grade([lost, none])
+    assert graded == Graded("does not reproduce", "0 of 1 runs keep half their pure heads; 1 without a "
+                                     "pure head at γ = 0.1, not judged")
+
+
 def _dynamics(rows: list[tuple[int, int, float, float, float]]) -> pd.DataFrame:
     """step, layer, s_POS, s_SYM, accuracy_all → a dynamics table (one head per layer, labels at γ = 0.1)."""
     from psheads.measure.methods import label
@@ -94,6 +105,12 @@ def test_the_convergence_rule_fails_heads_that_purify_late() -> None:
     assert report.pure_before_convergence(late) == (1000, 0.0)
     assert report.pure_before_convergence(early.assign(accuracy_all=0.5)) == (None, 0.0)
     assert learning.convergence_grade([(1000, 1.0), (1000, 0.0)]).verdict == "partly"
+    # no layer pure at the end: nothing to time (NaN, once 0.0, which failed the run)
+    mixed = early.assign(positional=0.5, symbolic=0.5, label="mixed")
+    step, share = report.pure_before_convergence(mixed)
+    assert step == 1000 and np.isnan(share)
+    graded = learning.convergence_grade([(1000, 1.0), (step, share)])
+    assert graded == Graded("reproduces", "1 of 1 runs; 1 with no pure layer at the end, not judged")
 
 
 def test_the_entropy_rule() -> None:

@@ -61,3 +61,15 @@ def test_the_decay_rule_is_within_each_model() -> None:
     rising = decay_points(curves([0.3, 0.5, 0.7, 0.9, 1.0], [0.5, 0.6, 0.7, 0.8, 0.9]))
     assert decay_grade(rising).verdict == "does not reproduce"
     assert decay_grade(follows[follows["length"] < 60]).verdict == "not measured"
+
+
+def test_the_decay_rule_grades_and_reports_only_the_lengths_it_measured() -> None:
+    """A length whose accuracy is NaN (no prompt) used to drop out of ρ but still count in the
+    lengths reported; decay_points now leaves it out, and decay_grade names it."""
+    curve = pd.DataFrame({"model": "number", "length": [17, 33, 65, 145], "hops": "all",
+                          "accuracy": [1.0, np.nan, 0.5, 0.3]})
+    points = decay_points(curve)
+    assert points["length"].tolist() == [17, 65, 145]
+    assert decay_grade(points).detail == "number: ρ = 1.00 over 3 lengths"
+    with_nan = pd.concat([points, pd.DataFrame([{**points.iloc[0], "length": 33, "accuracy": np.nan}])])
+    assert decay_grade(with_nan).detail == "number: ρ = 1.00 over 3 lengths (not finite at 33 tokens, left out)"

@@ -31,6 +31,19 @@ def test_table_3_is_per_model_and_needs_a_number_task_that_can_collapse() -> Non
     assert llms.table_3_grade({}).verdict == "not measured"
 
 
+def test_a_model_without_the_cells_takes_no_part_in_table_3() -> None:
+    """A model whose table lacks the 100-item cells is named and left out, as one whose number task is
+    unsolved is: it once turned the others' 'reproduces' into 'partly'."""
+    collapses = _llm({12: 0.9, 32: 0.4, 100: 0.05}, {12: 0.95, 32: 0.95, 100: 0.85})
+    short = _llm({12: 0.9, 32: 0.4}, {12: 0.95, 32: 0.95})
+    graded = llms.table_3_grade({"a": collapses, "b": short})
+    assert graded.verdict == "reproduces"
+    assert "b: no cell llm-letter at 100 items, llm-number at 100 items (not measured)" in graded.detail
+    at_chance = _llm({12: 0.10, 32: 0.09, 100: 0.04}, {12: 0.55, 32: 0.37, 100: 0.16})
+    assert llms.table_3_grade({"b": short, "gemma": at_chance}).verdict == "inconclusive"
+    assert llms.table_3_grade({"b": short}).verdict == "not measured"
+
+
 def test_the_correlation_rule_is_judged_against_the_metric_s_arc() -> None:
     """On one prompt at a small τ a head's two scores lie near (cos φ, sin φ): random heads there give
     r ≈ −0.92, so paper A's −0.91 alone says nothing about the model."""

@@ -38,8 +38,9 @@ def canonical_section(runs: list[Run], config: ReportConfig) -> Section:
     retrieval = {band: at("retrieval", band) for band in ("slow", "zero")}
     section.claims.append(graded("retrieval_slow", f"Retrieval: slow {retrieval['slow']:.3f}, zero "
                                  f"{retrieval['zero']:.3f}", retrieval))
-    induction = {"both": max(at("partial-induction", "fast+zero"), at("partial-induction", "middle+zero")),
-                 "alone": max(at("partial-induction", "fast"), at("partial-induction", "zero"))}
+    # np.max, not max: a missing band (NaN) must stay NaN, whatever its place
+    induction = {"both": float(np.max([at("partial-induction", "fast+zero"), at("partial-induction", "middle+zero")])),
+                 "alone": float(np.max([at("partial-induction", "fast"), at("partial-induction", "zero")]))}
     section.claims.append(graded("induction_both", f"partial induction: rotating + static {induction['both']:.3f}, "
                                  f"best single kind {induction['alone']:.3f}", induction))
     causal = stored_table(config.data_folder, "causal_tests.csv", section)

@@ -171,14 +171,15 @@ def _gamma_robustness(runs: list[Run], section: Section) -> Claim:
 
 def pure_before_convergence(dynamics: pd.DataFrame) -> tuple[int | None, float]:
     """The first checkpoint with accuracy ≥ ``CONVERGED``, and the share of the layers pure at the end
-    (positional or symbolic) that are already pure there (from ``analysis.first_pure``)."""
+    (positional or symbolic) that are already pure there (from ``analysis.first_pure``; NaN when no
+    layer is pure at the end, so there is nothing to time)."""
     wide = dynamics.drop_duplicates("step").set_index("step").sort_index()
     reached = wide.index[wide["accuracy_all"] >= CONVERGED]
     if not len(reached):
         return None, 0.0
     converged = int(reached.min())
     firsts = {**analysis.first_pure(dynamics, "positional"), **analysis.first_pure(dynamics, "symbolic")}
-    share = sum(step <= converged for step in firsts.values()) / len(firsts) if firsts else 0.0
+    share = sum(step <= converged for step in firsts.values()) / len(firsts) if firsts else float("nan")
     return converged, share
 
 
@@ -187,6 +188,7 @@ def _pure_before_convergence(runs: list[Run]) -> Claim:
     if not rows:
         return not_measured("pure_before_convergence", "no run is stored")
     measured = "; ".join(f"{run.task} seed {run.seed}: " + ("never converged" if step is None else
+                         f"converged at step {step} with no pure layer at the end" if pd.isna(share) else
                          f"converged at step {step} with {share:.0%} of its final pure layers already pure")
                          for run, step, share in rows)
     return graded("pure_before_convergence", measured, [(step, share) for _, step, share in rows])

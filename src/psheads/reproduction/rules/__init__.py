@@ -3,11 +3,12 @@
 One module per family of claims, named after the report's section that states them
 (``psheads.reproduction.report``) and in its order: ``learning``, ``frequencies``,
 ``length_generalization``, ``predictions``, ``theorems``, ``canonical`` and ``llms``. What every rule
-is made of (``Verdict``, ``Graded``, ``Control``, ``Rule``) lives in ``base``. ``RULES`` gathers every
-family's rules by the claim they grade; ``tests/reproduction/rules/`` checks each rule against its
-two controls. A rule changes only with a new ``fixed`` entry saying when and why. Every name of a
-family module is also importable from here (``psheads.reproduction.rules.arc_null``), as before the
-split.
+is made of (``Verdict``, ``Graded``, ``Control``, ``Rule``, ``not_measured``) lives in ``base``.
+``RULES`` gathers every family's rules by the claim they grade. ``tests/reproduction/rules/`` checks
+each rule against its two controls and feeds it degenerate input (empty, NaN, a part missing),
+which every rule grades *not measured*, saying what is missing, never with a verdict. A rule
+changes only with a new ``fixed`` entry saying when and why. Every name of a family module is also
+importable from here (``psheads.reproduction.rules.arc_null``), as before the split.
 """
 
 from __future__ import annotations

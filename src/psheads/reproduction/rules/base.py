@@ -9,16 +9,21 @@ units and when it was fixed, and carries two controls that go through the same f
 - **negative**: a null input (flat curves, scores on the metric's own arc, an untrained model)
   must not.
 
-``Rule.controls()`` runs both; the report shows them beside every verdict. The family modules of
-this package hold the rules themselves.
+``Rule.controls()`` runs both; the report shows them beside every verdict. A degenerate measurement
+(empty, NaN, a part missing) gets ``not_measured``, saying what is missing; ``missing_numbers`` and
+``missing_columns`` say it for the usual shapes. The family modules of this package hold the rules
+themselves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
+
+import pandas as pd
 
 from psheads.reproduction.references import PUBLISHED
 
@@ -31,7 +36,8 @@ VERDICT_COLORS = {"reproduces": "#1a7f37", "partly": "#9a6700", "does not reprod
 contains 0, a task not solved where the claim starts); *not comparable*: psheads measures a
 different model or quantity from the paper's, so the rule's outcome is context only;
 *unverified*: the published value's source was not found in the paper's text, so it gets no
-verdict; *not measured*: a table psheads needs is missing; *not tested*: no rule exists yet."""
+verdict; *not measured*: a table psheads needs is missing, or the measurement is degenerate (empty,
+NaN, a part missing), so no rule may grade it; *not tested*: no rule exists yet."""
 
 ISSUE_36 = "2026-11-28 (issue 36), before re-measuring"
 """When the rules below were fixed or re-fixed: from the papers' text, before the report re-ran."""
@@ -117,3 +123,48 @@ def share_verdict(passed: int, total: int) -> Verdict:
     if not total:
         return "not measured"
     return "reproduces" if passed == total else "partly" if 2 * passed >= total else "does not reproduce"
+
+
+def not_measured(missing: str) -> Graded:
+    """The outcome of a degenerate measurement (empty, NaN, a part missing): *not measured*, saying
+    what is missing. A rule grades only what was measured, never a vacuous or NaN comparison."""
+    return Graded("not measured", missing)
+
+
+def finite(value: Any) -> bool:
+    """Whether ``value`` is one finite real number (not None, NaN, infinite or something else)."""
+    try:
+        return math.isfinite(value)
+    except TypeError:
+        return False
+
+
+def missing_numbers(measurement: Any, keys: Sequence[str]) -> str:
+    """What a ``{key: number}`` measurement lacks, in words: the ``keys`` it does not hold and those
+    whose value is not a finite number ("" when it lacks nothing).
+
+    Raises:
+        TypeError: ``measurement`` is not a mapping.
+    """
+    if not isinstance(measurement, Mapping):
+        raise TypeError(f"expected a mapping with keys {', '.join(keys)}; got a {type(measurement).__name__}.")
+    absent = [key for key in keys if key not in measurement]
+    infinite = [key for key in keys if key in measurement and not finite(measurement[key])]
+    parts = []
+    if absent:
+        parts.append(f"no {', '.join(absent)}")
+    if infinite:
+        parts.append(f"{', '.join(infinite)} not finite")
+    return "; ".join(parts)
+
+
+def missing_columns(frame: Any, columns: Sequence[str]) -> str:
+    """The ``columns`` a measurement frame lacks, in words ("" when it has them all).
+
+    Raises:
+        TypeError: ``frame`` is not a DataFrame.
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"expected a DataFrame with columns {', '.join(columns)}; got a {type(frame).__name__}.")
+    absent = [column for column in columns if column not in frame.columns]
+    return f"no column {', '.join(absent)}" if absent else ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from psheads.reproduction.rules.base import EARLIER, Control, Graded, Rule
+from psheads.reproduction.rules.base import EARLIER, Control, Graded, Rule, missing_numbers, not_measured
 
 SOLVED = 0.99
 """A gated task counts as solved at this mean accuracy over seeds."""
@@ -15,14 +15,20 @@ FAILED = 0.5
 
 
 def index_fast_grade(accuracy: Mapping[str, float]) -> Graded:
-    """Index: solved with the fast planes, failed from slow or zero planes alone."""
+    """Index: solved with the fast planes, failed from slow or zero planes alone (``{"fast", "slow",
+    "zero"}``; a band missing or not finite: *not measured*)."""
+    if missing := missing_numbers(accuracy, ("fast", "slow", "zero")):
+        return not_measured(f"accuracy: {missing}")
     fast, static = accuracy["fast"], max(accuracy["slow"], accuracy["zero"])
     return Graded("reproduces" if fast >= SOLVED and static < FAILED else "partly" if fast >= SOLVED
                   else "does not reproduce", f"fast {fast:.3f}, slow or zero only {static:.3f}")
 
 
 def retrieval_slow_grade(accuracy: Mapping[str, float]) -> Graded:
-    """Retrieval: solved from the slow band and from plane 0 alone."""
+    """Retrieval: solved from the slow band and from plane 0 alone (``{"slow", "zero"}``; a band
+    missing or not finite: *not measured*)."""
+    if missing := missing_numbers(accuracy, ("slow", "zero")):
+        return not_measured(f"accuracy: {missing}")
     slow, zero = accuracy["slow"], accuracy["zero"]
     return Graded("reproduces" if min(slow, zero) >= SOLVED else "partly" if max(slow, zero) >= SOLVED
                   else "does not reproduce", f"slow {slow:.3f}, zero {zero:.3f}")
@@ -33,7 +39,10 @@ INDUCTION_ALONE = 0.6
 
 
 def induction_grade(accuracy: Mapping[str, float]) -> Graded:
-    """Partial induction: solved with rotating and static planes together, not with either alone."""
+    """Partial induction: solved with rotating and static planes together, not with either alone
+    (``{"both", "alone"}``; a value missing or not finite: *not measured*)."""
+    if missing := missing_numbers(accuracy, ("both", "alone")):
+        return not_measured(f"accuracy: {missing}")
     both, alone = accuracy["both"], accuracy["alone"]
     return Graded("reproduces" if both >= SOLVED and alone < INDUCTION_ALONE else "partly"
                   if both >= SOLVED and alone < SOLVED else "does not reproduce",

@@ -11,7 +11,17 @@ from jaxtyping import Float
 from torch import Tensor
 
 from psheads.reproduction.references import PAPER_B_TABLE_1, PUBLISHED
-from psheads.reproduction.rules.base import EARLIER, ISSUE_36, Control, Graded, Rule, Verdict
+from psheads.reproduction.rules.base import (
+    EARLIER,
+    ISSUE_36,
+    Control,
+    Graded,
+    Rule,
+    Verdict,
+    finite,
+    missing_numbers,
+    not_measured,
+)
 
 # ------------------------------------------------------------------------------- frequency ID
 
@@ -24,14 +34,21 @@ UNIFORM_ID = 32.5
 
 
 def frequency_id(published: Sequence[float]) -> Callable[[Sequence[float]], Graded]:
-    """Table 1's rule for one model: per layer within ``FREQUENCY_ID_TOLERANCE`` of ``published``."""
+    """Table 1's rule for one model: per layer within ``FREQUENCY_ID_TOLERANCE`` of ``published``.
+    The measurement is one ID per layer of table 1; fewer or more layers, or an ID that is not a
+    finite number, is *not measured* (a short list would pass on the layers it has)."""
 
     def grade(measured: Sequence[float]) -> Graded:
-        outside = [layer for layer, (ours, paper) in enumerate(zip(measured, published, strict=False))
+        if len(measured) != len(published):
+            return not_measured(f"{len(measured)} layer{'' if len(measured) == 1 else 's'} measured, "
+                                f"table 1 has {len(published)}")
+        if unread := [layer for layer, ours in enumerate(measured) if not finite(ours)]:
+            return not_measured("no finite ID in " + ", ".join(f"L{layer}" for layer in unread))
+        outside = [layer for layer, (ours, paper) in enumerate(zip(measured, published, strict=True))
                    if not abs(ours - paper) <= FREQUENCY_ID_TOLERANCE]
-        share = 1 - len(outside) / len(measured) if len(measured) else 0.0
-        verdict: Verdict = ("not measured" if not len(measured) else "reproduces" if not outside
-                            else "partly" if share >= FREQUENCY_ID_BAND else "does not reproduce")
+        share = 1 - len(outside) / len(measured)
+        verdict: Verdict = ("reproduces" if not outside else "partly" if share >= FREQUENCY_ID_BAND
+                            else "does not reproduce")
         return Graded(verdict, ", ".join(f"L{layer} ({measured[layer]:.1f} vs {published[layer]:g})"
                                          for layer in outside) or "none outside")
 
@@ -64,7 +81,10 @@ def plane_fit(logits: Float[Tensor, "prompt key"], theta: float) -> tuple[Tensor
 
 def geometry_grade(measurement: Mapping[str, float]) -> Graded:
     """Figure 4B–C: ``{"plane", "fit", "peak", "routes"}``. The plane must be the paper's; then the
-    aligned keys, the peak at the paper's distance and the routing: all three reproduce, two partly."""
+    aligned keys, the peak at the paper's distance and the routing: all three reproduce, two partly.
+    A value missing or not finite is *not measured* (a NaN plane would pass the plane's check)."""
+    if missing := missing_numbers(measurement, ("plane", "fit", "peak", "routes")):
+        return not_measured(missing)
     published = PUBLISHED["layer_1_geometry"].value
     if abs(measurement["plane"] - published["plane"]) > GEOMETRY_PLANE_TOLERANCE:
         return Graded("does not reproduce", f"dominant plane {measurement['plane']:g}")

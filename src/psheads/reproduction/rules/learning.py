@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,18 @@ import pandas as pd
 
 from psheads.interface.reprs import layer_text
 from psheads.reproduction.references import PUBLISHED
-from psheads.reproduction.rules.base import EARLIER, ISSUE_36, Control, Graded, Rule, Verdict, share_verdict
+from psheads.reproduction.rules.base import (
+    EARLIER,
+    ISSUE_36,
+    Control,
+    Graded,
+    Rule,
+    Verdict,
+    finite,
+    missing_columns,
+    not_measured,
+    share_verdict,
+)
 from psheads.results import analysis
 
 # ------------------------------------------------------------------------------- learning order
@@ -24,6 +36,31 @@ HOP_LEAD = 0.2
 """Hop h leads hop h + 1 when its accuracy is at least 0.2 higher at one checkpoint."""
 HOP_TRAIL = 0.1
 """…and it never trails hop h + 1 by more than 0.1 (about 1.6 standard errors at 64 prompts per hop)."""
+HOP_COUNTS = (1, 2, 3, 4)
+"""Figure 2A's hop counts: every seed's curve must measure each of them."""
+
+
+def hop_curve_gaps(curve: pd.DataFrame) -> str:
+    """What a ``step, hops, accuracy`` curve lacks for figure 2A's rules, in words: a column, a hop
+    count of ``HOP_COUNTS`` with no finite accuracy, or a second checkpoint ("" when it lacks nothing).
+    A hop count missing or all NaN would otherwise drop out of the pairs, and the rest pass alone."""
+    if missing := missing_columns(curve, ("step", "hops", "accuracy")):
+        return missing
+    measured = curve[np.isfinite(curve["accuracy"].astype(float))]
+    absent = [hops for hops in HOP_COUNTS if hops not in set(measured["hops"].astype(int))]
+    if absent:
+        return f"no finite accuracy for {', '.join(map(str, absent))} hop{'s' if absent != [1] else ''}"
+    if measured["step"].nunique() < 2:
+        return "fewer than two checkpoints with a finite accuracy"
+    return ""
+
+
+def _seed_gaps(curves: Sequence[pd.DataFrame]) -> str:
+    """Every seed's ``hop_curve_gaps``, named by the curve's place in ``curves`` ("" when none lacks anything)."""
+    if not len(curves):
+        return "no seed's curve"
+    return "; ".join(f"curve {index + 1} of {len(curves)}: {gap}" for index, curve in enumerate(curves)
+                     if (gap := hop_curve_gaps(curve)))
 
 
 def _hop_table(curve: pd.DataFrame) -> pd.DataFrame:
@@ -44,7 +81,10 @@ def hop_leads(curve: pd.DataFrame) -> list[bool]:
 
 def hop_by_hop(curves: Sequence[pd.DataFrame]) -> Graded:
     """Figure 2A's number task: in every seed, each hop count leads the next at fixed steps
-    (reproduces); at least half the seeds, or every seed but for one pair (partly)."""
+    (reproduces); at least half the seeds, or every seed but for one pair (partly). A seed's curve
+    that lacks a hop count (``hop_curve_gaps``) makes the claim *not measured*."""
+    if gaps := _seed_gaps(curves):
+        return not_measured(gaps)
     per_seed = [hop_leads(curve) for curve in curves]
     separated = sum(all(leads) for leads in per_seed)
     verdict = share_verdict(separated, len(per_seed))
@@ -62,7 +102,10 @@ def checkpoint_interval(steps: Sequence[int]) -> int:
 
 def at_once(curves: Sequence[pd.DataFrame]) -> Graded:
     """Figure 2A's letter task: every hop count reaches ``analysis.READY`` within one checkpoint
-    interval of the first, in every seed."""
+    interval of the first, in every seed. A seed's curve that lacks a hop count (``hop_curve_gaps``)
+    makes the claim *not measured*."""
+    if gaps := _seed_gaps(curves):
+        return not_measured(gaps)
     spreads = []
     for curve in curves:
         wide = _hop_table(curve)
@@ -71,8 +114,7 @@ def at_once(curves: Sequence[pd.DataFrame]) -> Graded:
         interval = checkpoint_interval(list(wide.index))
         spreads.append((max(firsts) - min(firsts), interval) if len(firsts) == len(ready) else None)
     close = sum(spread is not None and spread[0] <= spread[1] for spread in spreads)
-    return Graded("reproduces" if spreads and close == len(spreads) else "partly" if close else
-                  "does not reproduce" if spreads else "not measured",
+    return Graded("reproduces" if close == len(spreads) else "partly" if close else "does not reproduce",
                   f"{close} of {len(spreads)} seeds learn every hop count within one checkpoint interval")
 
 
@@ -96,14 +138,23 @@ PLACEMENT_BAND = (0.75, 1)
 
 def placement(published: set[int]) -> Callable[[Mapping[str, Any]], Graded]:
     """Figure 2C's rule against the paper's pure layers ``published``. The measurement:
-    ``{"pure": [set per seed], "outside": [extra layers per seed that count as outside]}``."""
+    ``{"pure": [set per seed], "outside": [extra layers per seed that count as outside]}``. No seed,
+    a seed without its set, or ``outside`` not one finite count per seed: *not measured*."""
 
     def grade(measurement: Mapping[str, Any]) -> Graded:
-        measured = measurement["pure"]
+        if not isinstance(measurement, Mapping):
+            raise TypeError(f'placement takes {{"pure": [set per seed], "outside": [...]}}; got a '
+                            f"{type(measurement).__name__}.")
+        measured = measurement.get("pure")
         if not measured:
-            return Graded("not measured", "no run is stored")
-        share, most_outside = PLACEMENT_BAND
+            return not_measured("no seed's pure layers")
+        unread = [str(index + 1) for index, layers in enumerate(measured) if not isinstance(layers, AbstractSet)]
+        if unread:
+            return not_measured(f"no pure layers for seed {', '.join(unread)} of {len(measured)}")
         extra = measurement.get("outside") or [0] * len(measured)
+        if len(extra) != len(measured) or not all(finite(more) for more in extra):
+            return not_measured(f"other layers not counted for each of the {len(measured)} seeds: {list(extra)}")
+        share, most_outside = PLACEMENT_BAND
         shares = [len(layers & published) / len(published) if published else 1.0 for layers in measured]
         outside = [len(layers - published) + more for layers, more in zip(measured, extra, strict=True)]
         if all(s == 1 for s in shares) and not any(outside):
@@ -140,17 +191,29 @@ def index_flow_grade(flow: pd.DataFrame) -> Graded:
     """Figure 3A's reading in §3.2 on an ``index_flow`` frame (``hops, step, from_end, layer, maximal``):
     (a) layer 0 follows the last hop (into the answer's symbol); (b) layer 1 follows the hop before
     it, and layers 1 and 2 follow the hop at the query; (c) layers 4–11 follow no hop ("from there
-    on … only propagated"). All three reproduce, two partly."""
+    on … only propagated"). All three reproduce, two partly. Rows with NaN ``maximal`` are left out;
+    a part with a layer that has no row left (no such hop, or the layer not measured) makes the
+    claim *not measured*, since it would otherwise pass (c) or fail (a) and (b) unseen."""
     published = PUBLISHED["index_flow"].value
+    if missing := missing_columns(flow, ("hops", "step", "from_end", "layer", "maximal")):
+        return not_measured(missing)
+    flow = flow[flow["maximal"].notna()].astype({"maximal": float})
     if flow.empty:
-        return Graded("not measured", "no Index hop")
+        return not_measured("no Index hop measured")
     share = flow.groupby(["hops", "step", "from_end", "layer"])["maximal"].mean().reset_index()
     share["follows"] = share["maximal"] >= FOLLOWS
+    gaps = [f"no {part.replace('_', ' ')} measured in layers {layer_text(absent)}"
+            for part, where in INDEX_FLOW_PARTS.items()
+            if (absent := sorted(set(published[part]) - set(share.query(where)["layer"])))]
+    if absent_late := sorted(set(published["propagate"]) - set(share["layer"])):
+        gaps.append(f"layers {layer_text(absent_late)} not measured")
+    if gaps:
+        return not_measured("; ".join(gaps))
     failed = []
     for part, where in INDEX_FLOW_PARTS.items():
         rows = share.query(where)
         rows = rows[rows["layer"].isin(published[part])]
-        if rows.empty or not rows["follows"].all():
+        if not rows["follows"].all():
             failed.append(f"layers {layer_text(list(published[part]))} miss the {part.replace('_', ' ')}")
     failed_parts = len([f for f in failed if "last hop" in f]) + (1 if any("previous" in f or "query" in f
                                                                             for f in failed) else 0)
@@ -183,12 +246,29 @@ GAMMAS = (0.1, 0.05)
 
 def gamma_grade(finals: Sequence[Mapping[float, Mapping[str, int]]]) -> Graded:
     """Figure 7 per run (``{γ: {role: final count of pure heads}}``): every role with a pure head at
-    γ = 0.1 keeps at least half of them (rounded up) at γ = 0.05. Paper B: number 4 → 2, 8 → 7."""
+    γ = 0.1 keeps at least half of them (rounded up) at γ = 0.05. Paper B: number 4 → 2, 8 → 7.
+    A run with no pure head at γ = 0.1 has nothing to keep and is not judged (it would pass
+    vacuously); a run without both counts, or with a count that is not a number, is not measured."""
+    if not len(finals):
+        return not_measured("no run")
+    gaps = []
+    for index, final in enumerate(finals):
+        if absent := [str(gamma) for gamma in GAMMAS if gamma not in final]:
+            gaps.append(f"run {index + 1}: no counts at γ = {', '.join(absent)}")
+        elif not all(finite(count) for gamma in GAMMAS for count in final[gamma].values()):
+            gaps.append(f"run {index + 1}: a count not finite")
+    if gaps:
+        return not_measured("; ".join(gaps))
+    judged = [final for final in finals if any(count >= 1 for count in final[GAMMAS[0]].values())]
+    if not judged:
+        return not_measured(f"no pure head at γ = {GAMMAS[0]} in any run: nothing to keep")
     kept = []
-    for final in finals:
+    for final in judged:
         base, half = final[GAMMAS[0]], final[GAMMAS[1]]
         kept.append(all(half.get(role, 0) >= math.ceil(count / 2) for role, count in base.items() if count >= 1))
-    return Graded(share_verdict(sum(kept), len(kept)), f"{sum(kept)} of {len(kept)} runs keep half their pure heads")
+    unjudged = len(finals) - len(judged)
+    return Graded(share_verdict(sum(kept), len(kept)), f"{sum(kept)} of {len(kept)} runs keep half their pure heads"
+                  + (f"; {unjudged} without a pure head at γ = {GAMMAS[0]}, not judged" if unjudged else ""))
 
 
 # ----------------------------------------------------------------------------- convergence, entropy
@@ -200,9 +280,17 @@ PURE_FIRST = 0.75
 
 
 def convergence_grade(runs: Sequence[tuple[int | None, float]]) -> Graded:
-    """Figure 2's timing per run (``(first converged step or None, share of finally-pure layers pure there)``)."""
-    good = sum(step is not None and share >= PURE_FIRST for step, share in runs)
-    return Graded(share_verdict(good, len(runs)), f"{good} of {len(runs)} runs")
+    """Figure 2's timing per run (``(first converged step or None, share of finally-pure layers pure there)``).
+    A run whose share is NaN (no layer pure at the end) has nothing to time and is not judged."""
+    if not len(runs):
+        return not_measured("no run")
+    judged = [(step, share) for step, share in runs if step is None or finite(share)]
+    if not judged:
+        return not_measured(f"no pure layer at the end of any of the {len(runs)} runs: nothing to time")
+    good = sum(step is not None and share >= PURE_FIRST for step, share in judged)
+    unjudged = len(runs) - len(judged)
+    return Graded(share_verdict(good, len(judged)), f"{good} of {len(judged)} runs"
+                  + (f"; {unjudged} with no pure layer at the end, not judged" if unjudged else ""))
 
 
 ENTROPY_HIGH = 0.9
@@ -210,8 +298,16 @@ ENTROPY_HIGH = 0.9
 
 
 def entropy_grade(measurement: tuple[float, Sequence[float]]) -> Graded:
-    """§3.1: every head's entropy at initialisation high (reproduces), or each model's median (partly)."""
+    """§3.1: every head's entropy at initialisation high (reproduces), or each model's median (partly).
+    ``(lowest entropy over every head, [median per model])``; without a finite lowest value and one
+    finite median per model it is *not measured* (no median would pass "partly" vacuously)."""
+    if len(measurement) != 2:
+        return not_measured("no entropy: expected (lowest entropy, [median per model])")
     lowest, medians = measurement
+    if not len(medians):
+        return not_measured("no model's median entropy")
+    if not finite(lowest) or not all(finite(median) for median in medians):
+        return not_measured(f"an entropy not finite: lowest {lowest}, medians {list(medians)}")
     return Graded("reproduces" if lowest >= ENTROPY_HIGH else "partly" if all(m >= ENTROPY_HIGH for m in medians)
                   else "does not reproduce", f"lowest {lowest:.3f}")
 

@@ -10,7 +10,16 @@ import numpy as np
 import pandas as pd
 
 from psheads.reproduction.references import PAPER_B_FIGURE_5B, PUBLISHED
-from psheads.reproduction.rules.base import ISSUE_36, Control, Graded, Rule, Verdict, worst
+from psheads.reproduction.rules.base import (
+    ISSUE_36,
+    Control,
+    Graded,
+    Rule,
+    Verdict,
+    missing_columns,
+    not_measured,
+    worst,
+)
 from psheads.reproduction.rules.theorems import DECAY_MODELS, figure_5a_config
 from psheads.results import analysis
 
@@ -33,8 +42,24 @@ def figure_5b_curve(task: str) -> pd.DataFrame:
                          "accuracy": list(points.values())})
 
 
+def length_curve_gaps(curve: pd.DataFrame) -> str:
+    """What a ``length, hops, accuracy`` curve lacks for figure 5B's rules, in words: a column, its
+    all-hops rows, or a finite accuracy at one of its lengths ("" when it lacks nothing). A NaN is
+    never below 90%, so it would stretch the reach."""
+    if missing := missing_columns(curve, ("length", "hops", "accuracy")):
+        return missing
+    rows = curve[curve["hops"].astype(str) == "all"]
+    if rows.empty:
+        return "no all-hops accuracy"
+    unread = sorted(rows.loc[~np.isfinite(rows["accuracy"].astype(float)), "length"].unique())
+    return f"accuracy not finite at {', '.join(map(str, unread))} tokens" if unread else ""
+
+
 def letter_length_grade(curve: pd.DataFrame) -> Graded:
-    """Figure 5B's letter reach: the longest length the curve stays ≥ 90% at, against 850 + 17 tokens."""
+    """Figure 5B's letter reach: the longest length the curve stays ≥ 90% at, against 850 + 17 tokens.
+    A curve that lacks something (``length_curve_gaps``) is *not measured*."""
+    if gaps := length_curve_gaps(curve):
+        return not_measured(gaps)
     published = PUBLISHED["letter_length"].value + PROMPT_LENGTH
     reach = analysis.longest_ready(curve) or 0
     ratio = max(reach / published, published / reach) if reach > 0 else np.inf
@@ -43,11 +68,14 @@ def letter_length_grade(curve: pd.DataFrame) -> Graded:
 
 
 def number_length_grade(curve: pd.DataFrame) -> Graded:
-    """Figure 5B's number curve at its reading points (L = x + 17): within ``NUMBER_LENGTH_TOLERANCE``."""
+    """Figure 5B's number curve at its reading points (L = x + 17): within ``NUMBER_LENGTH_TOLERANCE``.
+    A curve that lacks something (``length_curve_gaps``) or does not reach both points is *not measured*."""
+    if gaps := length_curve_gaps(curve):
+        return not_measured(gaps)
     published = {x + PROMPT_LENGTH: value for x, value in PUBLISHED["number_length"].value.items()}
     measured = {length: analysis.accuracy_at(curve, length) for length in published}
     if any(value is None for value in measured.values()):
-        return Graded("not measured", "the curve does not reach " + ", ".join(map(str, published)))
+        return not_measured("the curve does not reach " + ", ".join(map(str, published)))
     close = [abs(measured[length] - value) <= NUMBER_LENGTH_TOLERANCE for length, value in published.items()]
     return Graded("reproduces" if all(close) else "partly" if any(close) else "does not reproduce",
                   ", ".join(f"{measured[length]:.3f} at {length} (paper {value})"
@@ -56,6 +84,7 @@ def number_length_grade(curve: pd.DataFrame) -> Graded:
 
 def _flat(value: float, lengths: Sequence[int] = (17, 65, 145, 529, 1041)) -> pd.DataFrame:
     return pd.DataFrame({"length": list(lengths), "hops": "all", "accuracy": value})
+
 
 # ------------------------------------------------------------------------------- decay
 
@@ -68,7 +97,8 @@ MIN_DECAY_POINTS = 3
 def decay_points(curves: pd.DataFrame) -> pd.DataFrame:
     """Per model in ``DECAY_MODELS`` (column ``model`` of ``curves``) and length L: the all-hops
     accuracy beside Theorem 3.2's upper bound at n = L − 1 at that model's angle, where the Retrieval
-    bound holds (n < ω/(2θ)), so both models are read over the same lengths."""
+    bound holds (n < ω/(2θ)), so both models are read over the same lengths. A length whose accuracy
+    is NaN (no prompt measured) is left out, so the lengths listed are the lengths graded."""
     retrieval = figure_5a_config("retrieval")
     longest = retrieval.omega / (2 * retrieval.theta)
     rows = []
@@ -76,7 +106,7 @@ def decay_points(curves: pd.DataFrame) -> pd.DataFrame:
         config = figure_5a_config(kind)
         part = curves[(curves["model"] == model) & (curves["hops"].astype(str) == "all")]
         for length, accuracy in part.groupby("length")["accuracy"].mean().items():
-            if length - 1 < longest:
+            if length - 1 < longest and np.isfinite(accuracy):
                 rows.append({"model": model, "construction": kind, "length": int(length),
                              "upper bound": config.bound(int(length)).upper, "accuracy": float(accuracy)})
     return pd.DataFrame(rows, columns=["model", "construction", "length", "upper bound", "accuracy"])
@@ -84,17 +114,24 @@ def decay_points(curves: pd.DataFrame) -> pd.DataFrame:
 
 def decay_grade(points: pd.DataFrame) -> Graded:
     """§3.6 within each model: ρ between its bound and its accuracy over lengths ≥ ``DECAY_CORRELATION``;
-    a model with fewer than ``MIN_DECAY_POINTS`` lengths is not measured, a flat curve inconclusive."""
+    a model with fewer than ``MIN_DECAY_POINTS`` lengths is not measured, a flat curve inconclusive.
+    Points whose bound or accuracy is not finite are left out and named; they count as no length."""
+    if missing := missing_columns(points, ("model", "length", "upper bound", "accuracy")):
+        return not_measured(missing)
     verdicts, texts = [], []
     for model, part in points.groupby("model", sort=False):
+        usable = np.isfinite(part["upper bound"].astype(float)) & np.isfinite(part["accuracy"].astype(float))
+        dropped = sorted(part.loc[~usable, "length"])
+        unread = f" (not finite at {', '.join(map(str, dropped))} tokens, left out)" if dropped else ""
+        part = part[usable]
         if len(part) < MIN_DECAY_POINTS:
-            texts.append(f"{model}: {len(part)} lengths, too few")
+            texts.append(f"{model}: {len(part)} lengths, too few{unread}")
             continue
         rho = float(part["upper bound"].rank().corr(part["accuracy"].rank()))
         verdict: Verdict = ("inconclusive" if not np.isfinite(rho) else "reproduces" if rho >= DECAY_CORRELATION[0]
                             else "partly" if rho >= DECAY_CORRELATION[1] else "does not reproduce")
         verdicts.append(verdict)
-        texts.append(f"{model}: ρ = {rho:.2f} over {len(part)} lengths")
+        texts.append(f"{model}: ρ = {rho:.2f} over {len(part)} lengths{unread}")
     return Graded(worst(verdicts), "; ".join(texts) or "no model")
 
 

@@ -4,13 +4,25 @@ A's early-versus-late medians and anti-correlation of the two scores, against th
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from psheads.reproduction.references import PAPER_B_TABLE_3_RUNS
-from psheads.reproduction.rules.base import EARLIER, ISSUE_36, Control, Graded, Rule, Verdict, worst
+from psheads.reproduction.rules.base import (
+    EARLIER,
+    ISSUE_36,
+    Control,
+    Graded,
+    Rule,
+    Verdict,
+    finite,
+    missing_columns,
+    missing_numbers,
+    not_measured,
+    worst,
+)
 
 LLM_WINDOW = 100
 """The window table 3's pattern is read at: GPT 5.4's number task has collapsed there (0.08), its
@@ -27,6 +39,8 @@ SECTION_3_7 = {("llm-number", 32): ("<", 0.5), ("llm-number", 100): ("<", 0.1), 
 """§3.7's thresholds "for all models": number below 0.5 at 32 items and below 0.1 at 100; letter
 above 0.88 at 32 and above 0.65 at 100 (paper B's Claude Sonnet 3.7 sits exactly at 0.88: the
 comparison takes the published two decimals as they are)."""
+LLM_COLUMNS = ("task", "window", "accuracy", "ci_low", "ci_high")
+"""The columns of a model's LLM-task table."""
 
 
 def _cell(cells: pd.DataFrame, key: tuple[str, int], column: str) -> float:
@@ -34,24 +48,40 @@ def _cell(cells: pd.DataFrame, key: tuple[str, int], column: str) -> float:
     return float(cells[column].loc[key])
 
 
-def _testable(cells: pd.DataFrame) -> bool:
-    key = ("llm-number", LLM_SHORT)
-    return key in cells.index and _cell(cells, key, "ci_low") > NUMBER_SOLVED
+def _cell_gaps(cells: pd.DataFrame, keys: Sequence[tuple[str, int]], columns: Sequence[str]) -> str:
+    """What a model's cells lack at ``keys`` (task, window), in words: a row, or a finite number in
+    one of ``columns`` ("" when they lack nothing)."""
+    if absent := [key for key in keys if key not in cells.index]:
+        return "no cell " + ", ".join(f"{task} at {window} items" for task, window in absent)
+    if unread := [key for key in keys if not all(finite(_cell(cells, key, column)) for column in columns)]:
+        return "cells not finite: " + ", ".join(f"{task} at {window} items" for task, window in unread)
+    return ""
 
 
 def _per_model(tables: Mapping[str, pd.DataFrame],
                one: Callable[[pd.DataFrame], tuple[Verdict, str]]) -> Graded:
-    verdicts, texts = [], []
+    """``one`` per model where the number task is solved at ``LLM_SHORT`` items; a model whose table
+    lacks what ``one`` reads is *not measured* and, like an unsolved one, takes no part in the verdict.
+    With no model graded: *inconclusive* when one was measured but unsolved, else *not measured*."""
+    verdicts, texts, unsolved = [], [], 0
     for model, table in tables.items():
+        if missing := missing_columns(table, LLM_COLUMNS):
+            texts.append(f"{model}: {missing} (not measured)")
+            continue
         cells = table.set_index(["task", "window"])
-        if not _testable(cells):
+        if gaps := _cell_gaps(cells, [("llm-number", LLM_SHORT)], ("ci_low",)):
+            texts.append(f"{model}: {gaps} (not measured)")
+            continue
+        if _cell(cells, ("llm-number", LLM_SHORT), "ci_low") <= NUMBER_SOLVED:
             texts.append(f"{model}: number task not solved at {LLM_SHORT} items, no collapse to test")
+            unsolved += 1
             continue
         verdict, text = one(cells)
-        verdicts.append(verdict)
         texts.append(f"{model}: {text} ({verdict})")
+        if verdict != "not measured":
+            verdicts.append(verdict)
     if not verdicts:
-        return Graded("inconclusive" if tables else "not measured", "; ".join(texts) or "no model")
+        return Graded("inconclusive" if unsolved else "not measured", "; ".join(texts) or "no model")
     overall: Verdict = ("reproduces" if all(v == "reproduces" for v in verdicts) else "partly"
                         if "reproduces" in verdicts else worst(verdicts))
     return Graded(overall, "; ".join(texts))
@@ -59,8 +89,8 @@ def _per_model(tables: Mapping[str, pd.DataFrame],
 
 def _table_3_pattern(cells: pd.DataFrame) -> tuple[Verdict, str]:
     need = [("llm-letter", LLM_SHORT), ("llm-letter", LLM_WINDOW), ("llm-number", LLM_WINDOW)]
-    if any(key not in cells.index for key in need):
-        return "not measured", f"no letter and number cells at {LLM_WINDOW} items"
+    if gaps := _cell_gaps(cells, need, ("accuracy", "ci_low", "ci_high")):
+        return "not measured", gaps
     letter, number = ("llm-letter", LLM_WINDOW), ("llm-number", LLM_WINDOW)
     start = _cell(cells, ("llm-letter", LLM_SHORT), "accuracy")
     above = _cell(cells, letter, "ci_low") > _cell(cells, number, "ci_high")
@@ -78,8 +108,8 @@ def table_3_grade(tables: Mapping[str, pd.DataFrame]) -> Graded:
 
 
 def _thresholds(cells: pd.DataFrame) -> tuple[Verdict, str]:
-    if any(key not in cells.index for key in SECTION_3_7):
-        return "not measured", "no cells at 32 and 100 items"
+    if gaps := _cell_gaps(cells, list(SECTION_3_7), ("accuracy",)):
+        return "not measured", gaps
     held = [_cell(cells, key, "accuracy") < bound if side == "<" else _cell(cells, key, "accuracy") >= bound
             for key, (side, bound) in SECTION_3_7.items()]
     return ("reproduces" if all(held) else "partly" if sum(held) >= len(held) / 2 else "does not reproduce",
@@ -110,14 +140,27 @@ def _flat_llm(value: float) -> dict[str, pd.DataFrame]:
 
 
 def early_late_grade(interval: tuple[float, float]) -> Graded:
-    """Paper A's early-versus-late medians: a late − early interval below 0 is the paper's direction."""
+    """Paper A's early-versus-late medians: a late − early interval below 0 is the paper's direction.
+    ``(low, high)``; without two finite bounds it is *not measured*.
+
+    Raises:
+        ValueError: ``low`` is above ``high``.
+    """
+    if len(interval) != 2:
+        return not_measured("no interval: expected (low, high) of late − early")
     low, high = interval
+    if not (finite(low) and finite(high)):
+        return not_measured(f"interval not finite: [{low}, {high}]")
+    if low > high:
+        raise ValueError(f"early_late_grade takes the interval as (low, high) with low ≤ high; got ({low}, {high}).")
     return Graded("inconclusive" if low <= 0 <= high else "reproduces" if high < 0 else "does not reproduce",
                   f"late − early [{low:.3f}, {high:.3f}]")
 
 
 ARC_DRAWS = 2000
 """Resamples of the arc null."""
+MIN_HEADS = 3
+"""Fewer heads than this: r is not measured (two heads always give r = ±1)."""
 
 
 def arc_null(n_heads: int, seed: int = 0) -> tuple[float, float]:
@@ -134,7 +177,12 @@ def arc_null(n_heads: int, seed: int = 0) -> tuple[float, float]:
 def correlation_grade(measurement: Mapping[str, float]) -> Graded:
     """Paper A's anti-correlation against the metric's own null: ``{"r", "ci_high", "n"}``. The
     interval must lie below the arc null's 2.5% quantile (reproduces); r < 0 inside the null's range
-    is inconclusive (the metric alone gives it); r ≥ 0 does not reproduce."""
+    is inconclusive (the metric alone gives it); r ≥ 0 does not reproduce. A value missing or not
+    finite, or fewer than ``MIN_HEADS`` heads, is *not measured*."""
+    if missing := missing_numbers(measurement, ("r", "ci_high", "n")):
+        return not_measured(missing)
+    if measurement["n"] < MIN_HEADS:
+        return not_measured(f"r over {measurement['n']:g} heads: at least {MIN_HEADS} are needed")
     low, _ = arc_null(int(measurement["n"]))
     if measurement["ci_high"] < low:
         verdict: Verdict = "reproduces"

@@ -4,7 +4,7 @@ length while pure symbolic layers' stay positive."""
 
 from __future__ import annotations
 
-from psheads.reproduction.rules.base import EARLIER, Control, Graded, Rule
+from psheads.reproduction.rules.base import EARLIER, Control, Graded, Rule, finite, not_measured
 
 MARGIN_SHARE = 0.75
 """*partly*: at least this share of each kind of head behaves as predicted."""
@@ -12,7 +12,12 @@ MARGIN_SHARE = 0.75
 
 def margins_grade(shares: tuple[float, float]) -> Graded:
     """psheads' prediction: the shares of pure positional heads whose margin reaches ≤ 0 at the longest
-    length and of pure symbolic layers whose margin stays > 0 at every length."""
+    length and of pure symbolic layers whose margin stays > 0 at every length. Without both shares as
+    finite numbers it is *not measured* (``min`` skips a NaN in second place)."""
+    if len(shares) != 2:
+        return not_measured("no share: expected (positional share, symbolic share)")
+    if unread := [kind for kind, share in zip(("positional", "symbolic"), shares, strict=True) if not finite(share)]:
+        return not_measured(f"{' and '.join(unread)} share not finite")
     low = min(shares)
     return Graded("reproduces" if low == 1 else "partly" if low >= MARGIN_SHARE else "does not reproduce",
                   f"positional {shares[0]:.0%}, symbolic {shares[1]:.0%}")

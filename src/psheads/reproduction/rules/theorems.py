@@ -12,7 +12,17 @@ import numpy as np
 import pandas as pd
 
 from psheads.reproduction.references import PAPER_B_TABLE_1, PUBLISHED
-from psheads.reproduction.rules.base import EARLIER, ISSUE_36, Control, Graded, Rule
+from psheads.reproduction.rules.base import (
+    EARLIER,
+    ISSUE_36,
+    Control,
+    Graded,
+    Rule,
+    finite,
+    missing_columns,
+    missing_numbers,
+    not_measured,
+)
 from psheads.reproduction.rules.frequencies import FREQUENCY_ID_TOLERANCE, UNIFORM_ID
 
 FIGURE_5A_N = 100
@@ -32,10 +42,14 @@ def figure_5a_config(kind: str) -> Any:
 
 
 def theorem_3_1_grade(accuracy: Sequence[float]) -> Graded:
-    """Theorem 3.1: accuracy 1 at every (construction, length ≤ n0) cell."""
-    worst_cell = min(accuracy) if len(accuracy) else float("nan")
-    return Graded("not measured" if not len(accuracy) else "reproduces" if worst_cell == 1 else "does not reproduce",
-                  f"worst cell {worst_cell:.3f}")
+    """Theorem 3.1: accuracy 1 at every (construction, length ≤ n0) cell. No cell, or a cell whose
+    accuracy is not finite, is *not measured* (``min`` skips a NaN after the first cell)."""
+    if not len(accuracy):
+        return not_measured("no cell")
+    if unread := sum(not finite(value) for value in accuracy):
+        return not_measured(f"{unread} of {len(accuracy)} cells not finite")
+    worst_cell = min(accuracy)
+    return Graded("reproduces" if worst_cell == 1 else "does not reproduce", f"worst cell {worst_cell:.3f}")
 
 
 BOUND_SLACK = 1e-9
@@ -46,11 +60,25 @@ def theorem_3_2_grade(margins: pd.DataFrame) -> Graded:
     """Theorem 3.2 as an upper bound ("let n > 1 denote an arbitrary input length") under both
     readings of n: ``length, exact, upper (n = L), upper (n = L − 1)``; n = L is the statement's
     input length, n = L − 1 the farthest key's distance, which the derivation yields. Each reading
-    is checked where its n > 1. Reproduces under both, partly under one (named), else does not."""
+    is checked where its n > 1. Reproduces under both, partly under one (named), else does not.
+    A reading with no cell (it would hold vacuously), or a cell whose worst case or bound is not
+    finite, is *not measured*."""
+    readings = {"n = L": 0, "n = L − 1": 1}
+    if missing := missing_columns(margins, ("length", "exact", *(f"upper ({reading})" for reading in readings))):
+        return not_measured(missing)
     if margins.empty:
-        return Graded("not measured", "no cell")
+        return not_measured("no cell")
+    gaps = []
+    for reading, shift in readings.items():
+        cells = margins[margins["length"] - shift > 1]
+        if cells.empty:
+            gaps.append(f"no cell with n > 1 under {reading}")
+        elif unread := int((~np.isfinite(cells[["exact", f"upper ({reading})"]].astype(float))).any(axis=1).sum()):
+            gaps.append(f"{unread} of {len(cells)} cells under {reading} with a worst case or bound not finite")
+    if gaps:
+        return not_measured("; ".join(gaps))
     within, totals = {}, {}
-    for reading, shift in (("n = L", 0), ("n = L − 1", 1)):
+    for reading, shift in readings.items():
         cells = margins[margins["length"] - shift > 1]
         within[reading] = int((cells["exact"] <= cells[f"upper ({reading})"] + BOUND_SLACK).sum())
         totals[reading] = len(cells)
@@ -74,10 +102,13 @@ def _bounds_table(shift: float) -> pd.DataFrame:
 
 def figure_5a_grade(measured: Mapping[str, float]) -> Graded:
     """Figure 5A's "second layer" is layer 1: each model's layer-1 frequency ID (paper B's
-    softmax definition, table 1's quantity) within ``FREQUENCY_ID_TOLERANCE`` of table 1's layer 1."""
+    softmax definition, table 1's quantity) within ``FREQUENCY_ID_TOLERANCE`` of table 1's layer 1.
+    Without both models' IDs, or with one that is not finite, it is *not measured*."""
     published = {task: PAPER_B_TABLE_1[task][1] for task in ("number", "letter")}
     if set(measured) != set(published):
-        return Graded("not measured", "both models are needed")
+        return not_measured("both models are needed")
+    if missing := missing_numbers(measured, tuple(published)):
+        return not_measured(missing)
     close = {task: abs(measured[task] - value) <= FREQUENCY_ID_TOLERANCE for task, value in published.items()}
     return Graded("reproduces" if all(close.values()) else "partly" if any(close.values()) else "does not reproduce",
                   ", ".join(f"{task} {measured[task]:.1f} (table 1: {published[task]})" for task in published))
