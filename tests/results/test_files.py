@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -162,7 +164,7 @@ def test_a_file_that_disagrees_with_its_description_says_so(tmp_path) -> None:
     document = json.loads(path.read_text())
     document["records"][1]["layer"] = None
     path.write_text(json.dumps(document))
-    with pytest.raises(ValueError, match=r"Column 'layer' does not hold int64 values as its description says"):
+    with pytest.raises(ValueError, match=r"f\.json: column 'layer' does not hold int64 values as its description says"):
         psheads.load_frame(path)
     csv = psheads.save_frame(pd.DataFrame({"layer": [0, 1]}), tmp_path / "f.csv")
     pd.DataFrame({"layer": ["a", "b"]}).to_csv(csv, index=False)
@@ -272,3 +274,79 @@ def test_a_file_that_is_not_json_is_named(tmp_path, suffix) -> None:
     broken.write_text('{"columns": [')
     with pytest.raises(ValueError, match=rf"{broken.name} is not valid JSON \(.*line 1.*\)"):
         psheads.load_frame(path)
+
+
+def interrupt_half_way(monkeypatch) -> list[str]:
+    """Make every write of a frame file stop with KeyboardInterrupt half-way through its bytes, as Ctrl-C
+    would; returns the names of the files written half."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    write_bytes, write_table, halves = Path.write_bytes, pq.write_table, []
+
+    def half_bytes(self, data):
+        halves.append(self.name)
+        write_bytes(self, data[: len(data) // 2])
+        raise KeyboardInterrupt
+
+    def half_table(table, where, *args, **kwargs):
+        sink = pa.BufferOutputStream()
+        write_table(table, sink, *args, **kwargs)
+        half_bytes(Path(where), sink.getvalue().to_pybytes())
+
+    monkeypatch.setattr(Path, "write_bytes", half_bytes)
+    monkeypatch.setattr(Path, "write_text", lambda self, text, *args, **kwargs: half_bytes(self, text.encode()))
+    monkeypatch.setattr(pq, "write_table", half_table)
+    return halves
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+def test_an_interrupted_save_leaves_the_old_file_whole(tmp_path, monkeypatch, suffix) -> None:
+    """Ctrl-C during save_frame over a good file left it unreadable ("Parquet magic bytes not found")."""
+    path = psheads.save_frame(result_frame(), tmp_path / f"s{suffix}")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    newer = result_frame().assign(positional=[1.0, 2.0, 3.0])
+    with monkeypatch.context() as patched:
+        halves = interrupt_half_way(patched)
+        with pytest.raises(KeyboardInterrupt):
+            psheads.save_frame(newer, path)
+    assert halves  # the write was interrupted, half-way through a file
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no temporary file left either
+    loaded = psheads.load_frame(path)
+    pd.testing.assert_frame_equal(loaded, result_frame(), check_exact=True)
+    assert loaded.attrs == EXPECTED_ATTRS
+    psheads.save_frame(newer, path)  # and the next save replaces it whole
+    pd.testing.assert_frame_equal(psheads.load_frame(path), newer, check_exact=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before)
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+def test_a_cut_short_or_garbled_file_is_named(tmp_path, suffix) -> None:
+    """A parquet file cut short raised pyarrow's "Parquet magic bytes not found", naming no file."""
+    path = psheads.save_frame(result_frame(), tmp_path / f"f{suffix}")
+    whole = path.read_bytes()
+    named = rf"{re.escape(str(path))}.*(write the frame again|save_frame)"  # the file, and what to do
+    for damaged in (whole[: len(whole) // 2], b"\xff\xfe\x00 not a frame \x00" * 8, b""):
+        path.write_bytes(damaged)
+        with pytest.raises(ValueError, match=named):
+            psheads.load_frame(path)
+    if suffix == ".csv":  # without its sidecar, read as pandas does: still named
+        sidecar(path).unlink()
+        for damaged in (b"\xff\xfe\x00 not text", b""):
+            path.write_bytes(damaged)
+            with pytest.raises(ValueError, match=named):
+                psheads.load_frame(path)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".json"])
+def test_a_document_of_another_shape_is_named(tmp_path, suffix) -> None:
+    """A frame document whose records or columns have another shape ended in a bare AttributeError or KeyError."""
+    path = psheads.save_frame(pd.DataFrame({"a": [1]}), tmp_path / f"f{suffix}")
+    described = sidecar(path) if suffix == ".csv" else path
+    document = json.loads(described.read_text())
+    for damage in ({"columns": [{"dtype": "int64"}]}, {"columns": ["a"]}, {"records": [[1]]}):
+        if suffix == ".csv" and "records" in damage:
+            continue
+        described.write_text(json.dumps({**document, **damage}))
+        with pytest.raises(ValueError, match=re.escape(str(described))):
+            psheads.load_frame(path)

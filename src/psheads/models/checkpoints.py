@@ -28,13 +28,13 @@ import pandas as pd
 import safetensors.torch
 import torch
 
+from psheads.interface.atomic import PARTIAL_SUFFIX, fsync, replacing
 from psheads.results import schema
 from psheads.tasks.base import TRAINING_RECORD
 
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_PREFIX = "checkpoint-"
-PARTIAL_SUFFIX = ".partial"
 
 CHECKPOINT_FORMAT = 2
 """Version of the checkpoint layout (1: the old pickled ``trainer_state.pt``, no longer read)."""
@@ -217,20 +217,6 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def fsync(path: Path) -> None:
-    """Flush a file or directory to disk (directories: where the OS allows it)."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
-
-
 def _encode(value: Any) -> Any:
     """JSON form of optimizer/scheduler metadata; tuples are tagged so they come back as tuples."""
     if isinstance(value, tuple):
@@ -358,11 +344,9 @@ def read_records(directory: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 def publish_records(checkpoint: Path, output_dir: Path) -> None:
     """Make the run-level CSV files copies of ``checkpoint``'s (each replaced atomically)."""
     for name in (EVALUATION_CSV, DYNAMICS_CSV):
-        partial = output_dir / (name + PARTIAL_SUFFIX)
-        remove_entry(partial)  # a link placed there would otherwise be written through
-        shutil.copyfile(checkpoint / name, partial)
-        fsync(partial)
-        os.replace(partial, output_dir / name)
+        # one writer holds the run folder: a fixed name, which the next run replaces if this one is killed
+        with replacing(output_dir / name, partial=output_dir / (name + PARTIAL_SUFFIX)) as partial:
+            shutil.copyfile(checkpoint / name, partial)
 
 
 def _differences(saved: Any, now: Any, name: str) -> list[str]:

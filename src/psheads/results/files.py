@@ -27,6 +27,11 @@ anything else (a set, a Decimal, ...) is refused by name, except in parquet wher
 In ``attrs`` a tuple is stored as ``{"__tuple__": [...]}`` and a dict with non-string keys as
 ``{"__items__": [[key, value], ...]}``, so both come back as they were.
 
+Every file is written whole or not at all (``psheads.interface.atomic``): to a temporary file in
+the same folder, renamed over ``path`` when complete (a CSV and its sidecar both written before
+either is renamed), so Ctrl-C or an error mid-write leaves the old file as it was. A file
+``load_frame`` cannot parse raises a ``ValueError`` that names it and says what to do.
+
 pandas and pyarrow are imported inside the functions: the command line reads ``FORMATS`` without
 loading them.
 """
@@ -39,6 +44,8 @@ import json
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from psheads.interface.atomic import replacing, write_atomic
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -82,7 +89,8 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
     """Write ``frame`` with its ``attrs`` and dtypes (format by extension, see ``FORMATS``).
 
     The index is not written: an unnamed index is dropped, a named one is refused
-    (``frame.reset_index()`` first).
+    (``frame.reset_index()`` first). The file is replaced whole or not at all: an interrupted or
+    failed save leaves the old one as it was.
 
     Args:
         frame: the frame; column names must be distinct strings.
@@ -140,7 +148,8 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
                             "or write .json.") from None
         metadata = {**(table.schema.metadata or {}), b"PANDAS_ATTRS": json.dumps(plain.attrs),
                     PARQUET_KEY: json.dumps(document)}
-        pq.write_table(table.replace_schema_metadata(metadata), path)
+        with replacing(path) as temporary:
+            pq.write_table(table.replace_schema_metadata(metadata), temporary)
     elif suffix == ".json":
         values = {name: [None if _missing(cell) else _stored(cell, exact=False, where=f"column {name!r}")
                          if isinstance(cell, (tuple, list)) else _plain(cell) for cell in frame[name].astype(object)]
@@ -152,7 +161,7 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
             name = next((name for name in names if not _dumps(values[name])), None)
             raise TypeError(f"{path}: column {name!r} holds values JSON cannot store ({err}); write .parquet "
                             "instead.") from None
-        path.write_text(text)
+        write_atomic(path, text)
     else:
         written = frame.copy(deep=False)
         for column in columns:
@@ -161,9 +170,12 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
                 written[column["name"]] = _json_text(frame[column["name"]])
         # csv quotes a field holding a character of the line ending, and pandas reads a lone \r as one
         data = written.to_csv(index=False, lineterminator="\r\n" if _holds_cr(written) else None).encode()
-        path.write_bytes(data)
         document = {"rows": len(frame), "sha256": hashlib.sha256(data).hexdigest(), **document}
-        sidecar(path).write_text(json.dumps(document, indent=1))
+        # both written before either is renamed; the table first, so that a save cut short between the two
+        # renames leaves the new table (refused with the old sidecar, by its hash) rather than the old one
+        with replacing(sidecar(path)) as described, replacing(path) as table_file:
+            table_file.write_bytes(data)
+            described.write_text(json.dumps(document, indent=1))
     return path
 
 
@@ -176,7 +188,9 @@ def load_frame(path: str | Path) -> pd.DataFrame:
 
     Raises:
         ValueError: an unknown extension; a JSON file (or CSV sidecar) that is not a ``save_frame``
-            document; a CSV that changed after ``save_frame`` wrote it.
+            document; a CSV that changed after ``save_frame`` wrote it; a file that cannot be parsed
+            (cut short, damaged, or being written in place by another program). The message names
+            the file.
         FileNotFoundError: ``path`` does not exist.
         ImportError: ``.parquet`` without pyarrow.
     """
@@ -186,15 +200,7 @@ def load_frame(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"No frame at {path}.")
     if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        frame = pd.read_parquet(path)
-        stored = (pq.read_schema(path).metadata or {}).get(PARQUET_KEY)
-        if stored is None:
-            return frame
-        # parquet keeps most dtypes itself, but not an unordered categorical of numbers
-        document = _parsed(stored, f"{path}'s psheads metadata", ("columns", "attrs"), "write the frame again")
-        return _typed(_from_json_text(frame, document, "parquet"), document)
+        return _read_parquet(path)
     if suffix == ".json":
         document = _parsed(path.read_bytes(), str(path), ("columns", "attrs", "records"), "write the frame again")
         names = [column["name"] for column in document["columns"]]
@@ -203,10 +209,39 @@ def load_frame(path: str | Path) -> pd.DataFrame:
             if column["dtype"] == "object":  # as stored: [None, 3] is not [nan, 3.0]
                 frame[column["name"]] = pd.Series([row.get(column["name"]) for row in document["records"]],
                                                   dtype=object)
-        return _typed(frame, document)
+        return _typed(frame, document, str(path))
     if not sidecar(path).is_file():
-        return pd.read_csv(path, **_exact_floats())
-    return _typed(*_read_csv(path))
+        try:
+            return pd.read_csv(path, **_exact_floats())
+        except ValueError as err:  # EmptyDataError, ParserError, UnicodeDecodeError
+            raise ValueError(f"{path} is not a CSV file pandas can read ({err}): {_DAMAGED}.") from None
+    return _typed(*_read_csv(path), str(path))
+
+
+_DAMAGED = ("it was cut short or damaged (a copy or a write that did not finish), or another program is writing it "
+            "in place: read it again once that is done, or write the frame again with save_frame")
+"""What to do about a frame file that cannot be parsed."""
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    """The frame ``save_frame`` wrote at ``path`` as parquet (a plain parquet file as pandas reads it)."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with path.open("rb") as handle:  # opened once: the table and its metadata come from one file
+        try:
+            frame = pd.read_parquet(handle)
+            handle.seek(0)
+            stored = (pq.read_schema(handle).metadata or {}).get(PARQUET_KEY)
+        except (pa.ArrowException, ValueError) as err:
+            raise ValueError(f"{path} is not a parquet file psheads can read ({err}): {_DAMAGED}.") from None
+    if stored is None:
+        return frame
+    # parquet keeps most dtypes itself, but not an unordered categorical of numbers
+    where = f"{path}'s psheads metadata"
+    document = _parsed(stored, where, ("columns", "attrs"), "write the frame again")
+    return _typed(_from_json_text(frame, document, "parquet"), document, where)
 
 
 def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
@@ -223,13 +258,17 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
     elif hashlib.sha256(data).hexdigest() != document["sha256"]:
         raise ValueError(f"{path} changed after save_frame wrote it ({document.get('rows')} rows then), so its sidecar "
                          f"describes another table: delete {sidecar(path)} to read the CSV as pandas does, or save "
-                         "the new frame with save_frame.")
+                         "the new frame with save_frame (if save_frame is writing it now, read it again once it is "
+                         "done).")
     # categories are mapped back from their text; to_csv writes a missing value as an empty field,
     # so only that is missing ("NA" may be a word)
     dtypes = {column["name"]: "str" if "categories" in column or column.get("csv") == "json" else column["dtype"]
               for column in document["columns"]}
     names = [column["name"] for column in document["columns"]]
-    header = pd.read_csv(io.BytesIO(data), nrows=0).columns.tolist()
+    try:
+        header = pd.read_csv(io.BytesIO(data), nrows=0).columns.tolist()
+    except ValueError as err:  # EmptyDataError, ParserError, UnicodeDecodeError
+        raise ValueError(f"{path} is not a CSV file pandas can read ({err}): {_DAMAGED}.") from None
     if header != names:
         raise ValueError(f"{path} has the columns {header}, but its sidecar {sidecar(path)} describes {names}: "
                          "delete the stale sidecar.")
@@ -365,8 +404,8 @@ def _cell(value: Any, kind: str) -> Any:
     return tuple(items) if kind == "tuple" else items
 
 
-def _typed(frame: pd.DataFrame, document: dict) -> pd.DataFrame:
-    """``frame`` with the dtypes and ``attrs`` its document records."""
+def _typed(frame: pd.DataFrame, document: dict, where: str) -> pd.DataFrame:
+    """``frame`` with the dtypes and ``attrs`` its document records (read from ``where``, which errors name)."""
     import pandas as pd
 
     for column in document["columns"]:
@@ -383,8 +422,9 @@ def _typed(frame: pd.DataFrame, document: dict) -> pd.DataFrame:
             try:
                 frame[name] = frame[name].astype(column["dtype"])
             except (ValueError, TypeError) as err:
-                raise ValueError(f"Column {name!r} does not hold {column['dtype']} values as its description says "
-                                 f"({err}): the file and its description disagree; write the frame again.") from None
+                raise ValueError(f"{where}: column {name!r} does not hold {column['dtype']} values as its "
+                                 f"description says ({err}): the file and its description disagree; write the frame "
+                                 "again.") from None
     frame.attrs = _restored(document["attrs"])
     return frame
 
@@ -399,7 +439,28 @@ def _parsed(text: bytes, where: str, keys: tuple[str, ...], fix: str) -> dict:
                          f"{fix}.") from None
     if not isinstance(document, dict) or not set(keys) <= set(document):
         raise ValueError(f"{where} is not a frame that psheads.save_frame wrote (it needs the keys {list(keys)}).")
+    problem = _misshapen(document)
+    if problem:
+        raise ValueError(f"{where} does not describe a frame as psheads.save_frame writes it ({problem}): {fix}.")
     return document
+
+
+def _misshapen(document: dict) -> str | None:
+    """What is wrong with the shape of a frame document (its ``columns`` and ``records``), or None."""
+    columns = document["columns"]
+    if not isinstance(columns, list) or not all(isinstance(column, dict) and isinstance(column.get("name"), str)
+                                                and isinstance(column.get("dtype"), str) for column in columns):
+        return "'columns' must list objects, each with a 'name' and a 'dtype'"
+    for column in columns:
+        if "categories" in column and not (isinstance(column["categories"], list)
+                                           and isinstance(column.get("ordered"), bool)):
+            return f"column {column['name']!r} needs a list of 'categories' and an 'ordered' flag"
+        if column.get("cells", "tuple") not in ("tuple", "list"):
+            return f"column {column['name']!r} has 'cells' {column['cells']!r}, not 'tuple' or 'list'"
+    records = document.get("records", [])
+    if not isinstance(records, list) or not all(isinstance(row, dict) for row in records):
+        return "'records' must be a list of objects, one per row"
+    return None
 
 
 def _stored(value: Any, exact: bool, where: str = "attrs") -> Any:
