@@ -24,6 +24,14 @@ strings that are not all strings (``[None, 3, 5]``, ``[2**70, "x"]``) holds JSON
 in parquet too (``"parquet": "json"``), so each cell comes back with its own type, big ints
 included, and a missing one as None; numpy scalars come back as Python's. An object column holding
 anything else (a set, a Decimal, ...) is refused by name, except in parquet where pyarrow gives it back as it was.
+Times (``datetime64`` of any unit, with or without a time zone) and durations (``timedelta64``) come
+back exactly from every format: a CSV and JSON hold them as text (ISO 8601, a time zone's in UTC,
+the zone in the column's dtype; durations as pandas writes them), checked when saved, so a value
+the text would not give back (a duration beyond about 292 years) is refused then, by column and
+row; parquet holds them natively. ``float16`` columns come back bit for bit. A column ``load_frame``
+could not read back is refused when saved, naming it: a dtype pandas cannot name (a time zone
+given as a ``dateutil`` object), an extension dtype read_csv cannot parse in a CSV (intervals,
+sparse columns), categories other than numbers and strings.
 In ``attrs`` a tuple is stored as ``{"__tuple__": [...]}`` and a dict with non-string keys as
 ``{"__items__": [[key, value], ...]}``, so both come back as they were.
 
@@ -48,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 from psheads.interface.atomic import replacing, write_atomic
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 FORMATS = (".csv", ".json", ".parquet")
@@ -117,6 +126,8 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
     names = list(frame.columns)
     if not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
         raise ValueError(f"save_frame needs distinct string column names, got {names}: rename the columns first.")
+    for _, series in frame.items():
+        _check_readable(series, suffix)
     columns = [_column(frame[name]) for name in names]
     as_text = {column["name"]: column.pop("_text", ()) for column in columns}
     odd = {column["name"]: column.pop("_odd") for column in columns if "_odd" in column}
@@ -151,8 +162,9 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
         with replacing(path) as temporary:
             pq.write_table(table.replace_schema_metadata(metadata), temporary)
     elif suffix == ".json":
-        values = {name: [None if _missing(cell) else _stored(cell, exact=False, where=f"column {name!r}")
-                         if isinstance(cell, (tuple, list)) else _plain(cell) for cell in frame[name].astype(object)]
+        values = {name: _time_text(frame[name], suffix).tolist() if _is_time(frame[name].dtype) else
+                  [None if _missing(cell) else _stored(cell, exact=False, where=f"column {name!r}")
+                   if isinstance(cell, (tuple, list)) else _plain(cell) for cell in frame[name].astype(object)]
                   for name in names}
         document["records"] = [dict(zip(names, row, strict=True)) for row in zip(*values.values(), strict=True)]
         try:
@@ -168,6 +180,8 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
             if ".csv" in as_text[column["name"]]:
                 column["csv"] = "json"
                 written[column["name"]] = _json_text(frame[column["name"]])
+            elif _is_time(frame[column["name"]].dtype):
+                written[column["name"]] = _time_text(frame[column["name"]], suffix)
         # csv quotes a field holding a character of the line ending, and pandas reads a lone \r as one
         data = written.to_csv(index=False, lineterminator="\r\n" if _holds_cr(written) else None).encode()
         document = {"rows": len(frame), "sha256": hashlib.sha256(data).hexdigest(), **document}
@@ -260,10 +274,9 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
                          f"describes another table: delete {sidecar(path)} to read the CSV as pandas does, or save "
                          "the new frame with save_frame (if save_frame is writing it now, read it again once it is "
                          "done).")
-    # categories are mapped back from their text; to_csv writes a missing value as an empty field,
+    # categories and times are read back from their text; to_csv writes a missing value as an empty field,
     # so only that is missing ("NA" may be a word)
-    dtypes = {column["name"]: "str" if "categories" in column or column.get("csv") == "json" else column["dtype"]
-              for column in document["columns"]}
+    dtypes = {column["name"]: _csv_dtype(column) for column in document["columns"]}
     names = [column["name"] for column in document["columns"]]
     try:
         header = pd.read_csv(io.BytesIO(data), nrows=0).columns.tolist()
@@ -310,6 +323,94 @@ def _holds_cr(frame: pd.DataFrame) -> bool:
         elif series.dtype == object or pd.api.types.is_string_dtype(series.dtype):
             texts += series.tolist()
     return any(isinstance(text, str) and "\r" in text for text in texts)
+
+
+def _check_readable(series: pd.Series, suffix: str) -> None:
+    """Refuse, by its name, a column whose dtype ``load_frame`` could not give back from a ``suffix`` file."""
+    import numpy as np
+    import pandas as pd
+
+    dtype, name = series.dtype, series.name
+    try:
+        pd.api.types.pandas_dtype(str(dtype))
+    except TypeError:
+        raise TypeError(f"Column {name!r} has the dtype {dtype}, which pandas cannot read back from its name: convert "
+                        "it first (times: give their zone by its name, e.g. "
+                        f"frame[{name!r}].dt.tz_convert('Europe/Paris')).") from None
+    if suffix != ".csv" or not isinstance(dtype, pd.api.extensions.ExtensionDtype) or _is_time(dtype) \
+            or isinstance(dtype, pd.CategoricalDtype):
+        return
+    array = dtype.construct_array_type()
+    try:  # what read_csv calls to parse a column of an extension dtype (pandas' extension interface; no stub)
+        array._from_sequence_of_strings(np.array([], dtype=object), dtype=dtype)  # type: ignore[attr-defined]
+    except (NotImplementedError, TypeError, ValueError):
+        raise TypeError(f"Column {name!r} has the dtype {dtype}, which pandas cannot read from a CSV: write .parquet "
+                        f"or .json, or convert it first (e.g. frame[{name!r}].astype(str)).") from None
+
+
+def _is_time(dtype: Any) -> bool:
+    """Whether ``dtype`` holds times or durations of numpy's kinds (a time zone's included)."""
+    import numpy as np
+    import pandas as pd
+
+    return isinstance(dtype, pd.DatetimeTZDtype) or (isinstance(dtype, np.dtype) and dtype.kind in "mM")
+
+
+def _time_text(series: pd.Series, suffix: str) -> pd.Series:
+    """Each time of ``series`` as text (ISO 8601, a time zone's in UTC; durations as pandas writes them), a
+    missing one as None, checked to read back exactly.
+
+    Raises:
+        TypeError: a time its text does not give back (one pandas cannot parse), named by column and row.
+    """
+    import numpy as np
+    import pandas as pd
+
+    utc = series.dt.tz_convert("UTC") if isinstance(series.dtype, pd.DatetimeTZDtype) else series
+    text = pd.Series([None if _missing(cell) else cell.isoformat() if isinstance(cell, pd.Timestamp) else str(cell)
+                      for cell in utc], dtype=object, index=series.index)
+    same = _read_back(text, series)
+    if same is None:  # a time pandas cannot parse: find it
+        same = np.array([_read_back(text.iloc[[row]], series.iloc[[row]]) is not None for row in range(len(text))])
+    if not same.all():
+        row = int(np.argmin(same))
+        raise TypeError(f"Column {series.name!r} holds {series.iloc[row]} (row {row}, counting from 0), which a "
+                        f"{suffix} file cannot give back exactly as text: write .parquet, which keeps times as they "
+                        "are.")
+    return text
+
+
+def _read_back(text: pd.Series, series: pd.Series) -> np.ndarray | None:
+    """Whether each time of ``series`` reads back from ``text``; None where one cannot be parsed."""
+    try:
+        return (_times(text, series.dtype).eq(series) | series.isna()).to_numpy(dtype=bool)
+    except (ValueError, TypeError, OverflowError):  # OutOfBoundsDatetime and OutOfBoundsTimedelta are ValueErrors
+        return None
+
+
+def _times(values: pd.Series, dtype: Any) -> pd.Series:
+    """Times (or durations) of ``dtype`` read back from the text ``_time_text`` wrote (missing: NaT)."""
+    import pandas as pd
+
+    text = values.astype(object).where(values.notna(), None)
+    if dtype.kind == "m":
+        return pd.to_timedelta(text).astype(dtype)
+    zone = getattr(dtype, "tz", None)
+    times = pd.to_datetime(text, format="ISO8601", utc=zone is not None)
+    return (times if zone is None else times.dt.tz_convert(zone)).astype(dtype)
+
+
+def _csv_dtype(column: dict) -> str:
+    """The dtype ``read_csv`` reads a column as, before ``_typed`` gives it its own."""
+    import pandas as pd
+
+    try:
+        time = _is_time(pd.api.types.pandas_dtype(column["dtype"]))
+    except TypeError:  # read_csv refuses it, and the error names the file
+        time = False
+    if "categories" in column or column.get("csv") == "json" or time:
+        return "str"
+    return "float64" if column["dtype"] == "float16" else column["dtype"]  # read_csv has no float16 parser
 
 
 def _json_text(series: pd.Series) -> pd.Series:
@@ -375,8 +476,14 @@ def _column(series: pd.Series) -> dict[str, Any]:
     import pandas as pd
 
     if isinstance(series.dtype, pd.CategoricalDtype):
+        categories = [_plain(category) for category in series.dtype.categories]
+        odd = next((category for category in categories if not isinstance(category, _SCALARS)), None)
+        if odd is not None:
+            raise TypeError(f"Column {series.name!r} has categories of type {type(odd).__name__} ({odd!r:.60}), which "
+                            "a frame file does not give back: keep numbers and strings as categories, or convert "
+                            f"them first (e.g. frame[{series.name!r}].cat.rename_categories(str)).")
         return {"name": series.name, "dtype": "category", "ordered": bool(series.dtype.ordered),
-                "categories": _stored(series.dtype.categories.tolist(), exact=False)}
+                "categories": categories}
     column: dict[str, Any] = {"name": series.name, "dtype": str(series.dtype)}
     if series.dtype == object or pd.api.types.is_string_dtype(series.dtype):
         present = [cell for cell in series if not _missing(cell)]
@@ -420,7 +527,9 @@ def _typed(frame: pd.DataFrame, document: dict, where: str) -> pd.DataFrame:
                                     dtype=object, index=frame.index)
         else:
             try:
-                frame[name] = frame[name].astype(column["dtype"])
+                dtype = pd.api.types.pandas_dtype(column["dtype"])
+                stored_as_text = _is_time(dtype) and not _is_time(frame[name].dtype)
+                frame[name] = _times(frame[name], dtype) if stored_as_text else frame[name].astype(dtype)
             except (ValueError, TypeError) as err:
                 raise ValueError(f"{where}: column {name!r} does not hold {column['dtype']} values as its "
                                  f"description says ({err}): the file and its description disagree; write the frame "
