@@ -416,3 +416,22 @@ def test_a_time_its_text_cannot_give_back_is_refused_by_row(tmp_path) -> None:
             psheads.save_frame(far, tmp_path / f"far{suffix}")
     assert list(tmp_path.iterdir()) == []
     pd.testing.assert_frame_equal(psheads.load_frame(psheads.save_frame(far, tmp_path / "far.parquet")), far)
+
+
+def test_a_cell_edited_to_an_unknown_category_is_refused_by_column_and_row(tmp_path) -> None:
+    """A label hand-edited to a word that is not a label loaded as NaN, with only a pandas deprecation warning."""
+    path = psheads.save_frame(result_frame(), tmp_path / "f.json")
+    document = json.loads(path.read_text())
+    document["records"][1]["label"] = "positionnal"
+    path.write_text(json.dumps(document))
+    refused = r"f\.json: column 'label' holds 'positionnal' in row 1 \(counting from 0\), which is not one of its"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=refused):
+            psheads.load_frame(path)
+    csv = psheads.save_frame(result_frame(), tmp_path / "f.csv")
+    csv.write_text(csv.read_text().replace(",mixed,", ",banana,"))
+    without_hash(csv)  # a sidecar with a hash refuses the edited file before reading it
+    with pytest.warns(UserWarning, match="records no content hash"), \
+            pytest.raises(ValueError, match=r"column 'label' holds 'banana' in row 0 \(counting from 0\)"):
+        psheads.load_frame(csv)

@@ -202,7 +202,8 @@ def load_frame(path: str | Path) -> pd.DataFrame:
 
     Raises:
         ValueError: an unknown extension; a JSON file (or CSV sidecar) that is not a ``save_frame``
-            document; a CSV that changed after ``save_frame`` wrote it; a file that cannot be parsed
+            document; a CSV that changed after ``save_frame`` wrote it; a categorical cell that is
+            not one of its column's categories (edited by hand, say); a file that cannot be parsed
             (cut short, damaged, or being written in place by another program). The message names
             the file.
         FileNotFoundError: ``path`` does not exist.
@@ -521,6 +522,7 @@ def _typed(frame: pd.DataFrame, document: dict, where: str) -> pd.DataFrame:
             # a CSV holds the text of each category, JSON the category itself
             lookup = {str(category): category for category in column["categories"]}
             values = [lookup.get(value, value) if isinstance(value, str) else value for value in frame[name]]
+            _check_categories(values, column, where)
             frame[name] = pd.Categorical(values, categories=column["categories"], ordered=column["ordered"])
         elif "cells" in column:
             frame[name] = pd.Series([None if _missing(cell) else _cell(cell, column["cells"]) for cell in frame[name]],
@@ -536,6 +538,18 @@ def _typed(frame: pd.DataFrame, document: dict, where: str) -> pd.DataFrame:
                                  "again.") from None
     frame.attrs = _restored(document["attrs"])
     return frame
+
+
+def _check_categories(values: list, column: dict, where: str) -> None:
+    """Refuse a value of a categorical column (read from ``where``) that is not one of its categories."""
+    known = set(column["categories"])
+    unknown = [(row, value) for row, value in enumerate(values) if not _missing(value) and value not in known]
+    if unknown:
+        (row, value), others = unknown[0], len(unknown) - 1
+        more = f"; {others} more rows hold values that are not either" if others else ""
+        raise ValueError(f"{where}: column {column['name']!r} holds {value!r} in row {row} (counting from 0), which "
+                         f"is not one of its categories {column['categories']}{more}: correct the cells, or write the "
+                         "frame again.")
 
 
 def _parsed(text: bytes, where: str, keys: tuple[str, ...], fix: str) -> dict:
@@ -562,8 +576,9 @@ def _misshapen(document: dict) -> str | None:
         return "'columns' must list objects, each with a 'name' and a 'dtype'"
     for column in columns:
         if "categories" in column and not (isinstance(column["categories"], list)
+                                           and all(isinstance(item, _SCALARS) for item in column["categories"])
                                            and isinstance(column.get("ordered"), bool)):
-            return f"column {column['name']!r} needs a list of 'categories' and an 'ordered' flag"
+            return f"column {column['name']!r} needs a list of 'categories' (numbers or strings) and an 'ordered' flag"
         if column.get("cells", "tuple") not in ("tuple", "list"):
             return f"column {column['name']!r} has 'cells' {column['cells']!r}, not 'tuple' or 'list'"
     records = document.get("records", [])
