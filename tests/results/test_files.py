@@ -435,3 +435,19 @@ def test_a_cell_edited_to_an_unknown_category_is_refused_by_column_and_row(tmp_p
     with pytest.warns(UserWarning, match="records no content hash"), \
             pytest.raises(ValueError, match=r"column 'label' holds 'banana' in row 0 \(counting from 0\)"):
         psheads.load_frame(csv)
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+def test_attrs_that_look_like_the_markers_come_back_as_they_were(tmp_path, suffix) -> None:
+    """A user's dict whose only key was '__tuple__' came back as a tuple, one whose only key was '__items__'
+    as a dict of its pairs."""
+    attrs = {"run": {"__tuple__": [1, 2]}, "pairs": {"__items__": [[1, 2]]}, "both": {"__tuple__": 1, "x": (2,)},
+             "nested": [{"__tuple__": ({"__items__": {3: "c"}},)}], "tuple": (1, {"__tuple__": None})}
+    frame = pd.DataFrame({"a": [1]})
+    frame.attrs = attrs
+    loaded = psheads.load_frame(psheads.save_frame(frame, tmp_path / f"f{suffix}"))
+    assert loaded.attrs == attrs
+    assert type(loaded.attrs["run"]) is dict and type(loaded.attrs["run"]["__tuple__"]) is list
+    assert type(loaded.attrs["nested"][0]["__tuple__"]) is tuple and type(loaded.attrs["tuple"]) is tuple
+    frame.attrs = {"__tuple__": [1]}  # the whole attrs, too
+    assert psheads.load_frame(psheads.save_frame(frame, tmp_path / f"g{suffix}")).attrs == {"__tuple__": [1]}

@@ -30,6 +30,7 @@ import torch
 
 from psheads.interface.atomic import PARTIAL_SUFFIX, fsync, replacing
 from psheads.results import schema
+from psheads.results.files import from_json_data, to_json_data
 from psheads.tasks.base import TRAINING_RECORD
 
 logger = logging.getLogger(__name__)
@@ -217,31 +218,6 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _encode(value: Any) -> Any:
-    """JSON form of optimizer/scheduler metadata; tuples are tagged so they come back as tuples."""
-    if isinstance(value, tuple):
-        return {"__tuple__": [_encode(item) for item in value]}
-    if isinstance(value, list):
-        return [_encode(item) for item in value]
-    if isinstance(value, dict):
-        if not all(isinstance(key, str) for key in value):
-            raise TypeError(f"Cannot store non-string keys in JSON: {list(value)!r}.")
-        return {key: _encode(item) for key, item in value.items()}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise TypeError(f"Cannot store {type(value).__name__} ({value!r}) in the trainer state.")
-
-
-def _decode(value: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"__tuple__"}:
-            return tuple(_decode(item) for item in value["__tuple__"])
-        return {key: _decode(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_decode(item) for item in value]
-    return value
-
-
 def write_trainer_state(path: Path, optimizer: torch.optim.Optimizer, scheduler: Any, step: int) -> None:
     state = optimizer.state_dict()
     tensors = {"rng.cpu": torch.get_rng_state()}
@@ -254,12 +230,12 @@ def write_trainer_state(path: Path, optimizer: torch.optim.Optimizer, scheduler:
             if isinstance(value, torch.Tensor):
                 tensors[f"optimizer.{index}.{name}"] = value.detach().cpu().contiguous()
             else:
-                values.setdefault(str(index), {})[name] = _encode(value)
+                values.setdefault(str(index), {})[name] = to_json_data(value, where="the optimizer state")
     safetensors.torch.save_file(tensors, path / TRAINER_TENSORS)
     meta = {"format": CHECKPOINT_FORMAT, "step": step,
             "optimizer": {"indices": sorted(state["state"]), "values": values,
-                          "param_groups": _encode(state["param_groups"])},
-            "scheduler": _encode(scheduler.state_dict())}
+                          "param_groups": to_json_data(state["param_groups"], where="the optimizer's param groups")},
+            "scheduler": to_json_data(scheduler.state_dict(), where="the scheduler state")}
     (path / TRAINER_JSON).write_text(json.dumps(meta, indent=1))
 
 
@@ -282,12 +258,12 @@ def read_trainer_state(directory: Path) -> dict:
                 _, index, name = key.split(".", 2)
                 state[int(index)][name] = tensor
         for index, entries in meta["optimizer"]["values"].items():
-            state[int(index)].update(_decode(entries))
+            state[int(index)].update(from_json_data(entries))
         rng = tensors["rng.cpu"]
         if rng.dtype != torch.uint8:
             raise ValueError(f"rng.cpu has dtype {rng.dtype}, expected torch.uint8")
-        return {"optimizer": {"state": state, "param_groups": _decode(meta["optimizer"]["param_groups"])},
-                "scheduler": _decode(meta["scheduler"]), "rng": rng, "rng_cuda": tensors.get("rng.cuda"),
+        return {"optimizer": {"state": state, "param_groups": from_json_data(meta["optimizer"]["param_groups"])},
+                "scheduler": from_json_data(meta["scheduler"]), "rng": rng, "rng_cuda": tensors.get("rng.cuda"),
                 "step": int(meta["step"])}
     except (KeyError, ValueError, TypeError, AttributeError) as error:
         raise CheckpointError(f"{directory / TRAINER_JSON} or {directory / TRAINER_TENSORS} is inconsistent "

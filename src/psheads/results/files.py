@@ -33,7 +33,8 @@ could not read back is refused when saved, naming it: a dtype pandas cannot name
 given as a ``dateutil`` object), an extension dtype read_csv cannot parse in a CSV (intervals,
 sparse columns), categories other than numbers and strings.
 In ``attrs`` a tuple is stored as ``{"__tuple__": [...]}`` and a dict with non-string keys as
-``{"__items__": [[key, value], ...]}``, so both come back as they were.
+``{"__items__": [[key, value], ...]}``, so both come back as they were; a dict whose only key is
+``"__tuple__"`` or ``"__items__"`` is stored as its pairs too, so every dict comes back as a dict.
 
 Every file is written whole or not at all (``psheads.interface.atomic``): to a temporary file in
 the same folder, renamed over ``path`` when complete (a CSV and its sidecar both written before
@@ -136,13 +137,13 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
         raise TypeError(f"Column {name!r} holds a {type(cell).__name__} ({cell!r:.60}), which a {suffix} file cannot "
                         f"give back: keep numbers, strings, None, tuples and lists in an object column, or convert it "
                         f"first (e.g. frame[{name!r}].astype(str)).")
-    document = {"columns": columns, "attrs": _stored(frame.attrs, exact=True)}
+    document = {"columns": columns, "attrs": to_json_data(frame.attrs)}
     if suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         plain = frame.copy(deep=False)  # pyarrow and pandas each store attrs as plain JSON
-        plain.attrs = _stored(frame.attrs, exact=False)
+        plain.attrs = to_json_data(frame.attrs, exact=False)
         for column in columns:
             if ".parquet" in as_text[column["name"]]:
                 column["parquet"] = "json"
@@ -163,7 +164,7 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
             pq.write_table(table.replace_schema_metadata(metadata), temporary)
     elif suffix == ".json":
         values = {name: _time_text(frame[name], suffix).tolist() if _is_time(frame[name].dtype) else
-                  [None if _missing(cell) else _stored(cell, exact=False, where=f"column {name!r}")
+                  [None if _missing(cell) else to_json_data(cell, exact=False, where=f"column {name!r}")
                    if isinstance(cell, (tuple, list)) else _plain(cell) for cell in frame[name].astype(object)]
                   for name in names}
         document["records"] = [dict(zip(names, row, strict=True)) for row in zip(*values.values(), strict=True)]
@@ -419,7 +420,7 @@ def _json_text(series: pd.Series) -> pd.Series:
     import pandas as pd
 
     where = f"column {series.name!r}"
-    return pd.Series([None if _missing(cell) else json.dumps(_stored(cell, exact=False, where=where))
+    return pd.Series([None if _missing(cell) else json.dumps(to_json_data(cell, exact=False, where=where))
                       for cell in series], dtype=object, index=series.index)
 
 
@@ -536,7 +537,11 @@ def _typed(frame: pd.DataFrame, document: dict, where: str) -> pd.DataFrame:
                 raise ValueError(f"{where}: column {name!r} does not hold {column['dtype']} values as its "
                                  f"description says ({err}): the file and its description disagree; write the frame "
                                  "again.") from None
-    frame.attrs = _restored(document["attrs"])
+    try:
+        frame.attrs = from_json_data(document["attrs"])
+    except (TypeError, ValueError) as err:  # a marker holding something else: not what save_frame writes
+        raise ValueError(f"{where}: the attrs are not as save_frame writes them ({err}); write the frame "
+                         "again.") from None
     return frame
 
 
@@ -587,22 +592,34 @@ def _misshapen(document: dict) -> str | None:
     return None
 
 
-def _stored(value: Any, exact: bool, where: str = "attrs") -> Any:
-    """``value`` as JSON data; ``exact`` tags tuples and dicts with non-string keys so they come back."""
+def to_json_data(value: Any, exact: bool = True, where: str = "attrs") -> Any:
+    """``value`` as JSON data (``json.dumps`` writes it); numpy scalars as the Python values they hold.
+
+    Args:
+        value: numbers, strings, None, lists, tuples and dicts, nested.
+        exact: store a tuple as ``{"__tuple__": [...]}`` and a dict with keys that are not all
+            strings as ``{"__items__": [[key, value], ...]}``, so that ``from_json_data`` gives them
+            back; a dict whose only key is one of these two is stored as its pairs too, so every dict
+            comes back as it was. Otherwise tuples become lists and keys strings (plain JSON).
+        where: what ``value`` is, for the error message.
+
+    Raises:
+        TypeError: ``value`` holds anything else (the message names where).
+    """
     value = _plain(value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
-        items = [_stored(item, exact, f"{where}[{index}]") for index, item in enumerate(value)]
+        items = [to_json_data(item, exact, f"{where}[{index}]") for index, item in enumerate(value)]
         return {_TUPLE: items} if exact and isinstance(value, tuple) else items
     if isinstance(value, dict):
-        if all(isinstance(key, str) for key in value):
-            return {key: _stored(item, exact, f"{where}[{key!r}]") for key, item in value.items()}
+        if all(isinstance(key, str) for key in value) and not (exact and set(value) in ({_TUPLE}, {_ITEMS})):
+            return {key: to_json_data(item, exact, f"{where}[{key!r}]") for key, item in value.items()}
         if exact:
-            return {_ITEMS: [[_stored(key, exact, where), _stored(item, exact, f"{where}[{key!r}]")]
+            return {_ITEMS: [[to_json_data(key, exact, where), to_json_data(item, exact, f"{where}[{key!r}]")]
                              for key, item in value.items()]}
-        return {str(key): _stored(item, exact, f"{where}[{key!r}]") for key, item in value.items()}
-    raise TypeError(f"{where} holds a {type(value).__name__}, which a frame file cannot store: keep only numbers, "
+        return {str(key): to_json_data(item, exact, f"{where}[{key!r}]") for key, item in value.items()}
+    raise TypeError(f"{where} holds a {type(value).__name__}, which psheads cannot store as JSON: keep only numbers, "
                     f"strings, None, lists, tuples and dicts in {where.partition('[')[0]} (convert it, e.g. with "
                     "str()).")
 
@@ -614,14 +631,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _restored(value: Any) -> Any:
-    """Inverse of ``_stored(value, exact=True)``."""
+def from_json_data(value: Any) -> Any:
+    """Inverse of ``to_json_data(value, exact=True)``: tuples and dicts with other keys as they were."""
     if isinstance(value, list):
-        return [_restored(item) for item in value]
+        return [from_json_data(item) for item in value]
     if isinstance(value, dict):
         if value.keys() == {_TUPLE}:
-            return tuple(_restored(item) for item in value[_TUPLE])
+            return tuple(from_json_data(item) for item in value[_TUPLE])
         if value.keys() == {_ITEMS}:
-            return {_restored(key): _restored(item) for key, item in value[_ITEMS]}
-        return {key: _restored(item) for key, item in value.items()}
+            return {from_json_data(key): from_json_data(item) for key, item in value[_ITEMS]}
+        return {key: from_json_data(item) for key, item in value.items()}
     return value
