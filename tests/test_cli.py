@@ -132,11 +132,12 @@ def test_outputs_that_exist_are_kept_unless_forced(directory, prompts, tmp_path,
     report_out.write_text("mine")
     assert cli.main(["reproduce", "--out", str(report_out), "--quiet"]) == 1 and report_out.read_text() == "mine"
     assert "already exists" in capsys.readouterr().err
-    # a sidecar that cannot be written takes the CSV with it: no table without its settings
+    # a sidecar that cannot be written takes the CSV with it: no table without its settings; and a failed
+    # --force write keeps the files it would have replaced (they used to be deleted)
     real = files.Path.write_text
 
     def full_disk(self, *args, **kwargs):
-        if self.name.endswith(".attrs.json"):
+        if ".attrs.json" in self.name:
             raise OSError(28, "No space left on device")
         return real(self, *args, **kwargs)
 
@@ -145,6 +146,10 @@ def test_outputs_that_exist_are_kept_unless_forced(directory, prompts, tmp_path,
     assert cli.main([*base, "--out", str(half)]) == 1
     assert "No space left on device" in capsys.readouterr().err
     assert not half.exists() and not sidecar(half).exists()
+    kept = {p.name: p.read_bytes() for p in (out, sidecar(out))}
+    assert cli.main([*base, "--out", str(out), "--layers", "0", "--force"]) == 1
+    assert {p.name: p.read_bytes() for p in (out, sidecar(out))} == kept
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
 @pytest.mark.parametrize("command", [["train", "letter", "--steps", "1"], ["atlas", "gemma-3-270m"],

@@ -33,7 +33,8 @@ quiet_tqdm_auto()
 
 LAYERS = (
     ("data", "files the library reads at run time, shipped inside the package"),
-    ("interface", "how every layer meets its caller: argument checks, config dicts, progress bars, rich views"),
+    ("interface", "how every layer meets its caller: argument checks, config dicts, progress bars, rich views, "
+                  "files written whole"),
     ("results", "the result frames: their schema, files and summaries"),
     ("rope", "the exact per-plane decomposition of a RoPE model's attention logits"),
     ("tasks", "the task protocol, its registry and the tasks"),

@@ -281,18 +281,12 @@ def _prompts(source: Any, model: Any, args: argparse.Namespace) -> Any:
 
 
 def _write(frame: Any, path: str | None) -> None:
-    """Write ``frame`` to ``--out``; if that fails half-way (a CSV without its settings file, say),
-    remove what was written."""
+    """Write ``frame`` to ``--out`` (whole or not at all: a failed write leaves what was there)."""
     from psheads.results.files import save_frame, sidecar
 
     if path is None or not _main_rank():
         return
-    try:
-        save_frame(frame, path)
-    except BaseException:
-        for written in (Path(path), sidecar(path)):
-            written.unlink(missing_ok=True)
-        raise
+    save_frame(frame, path)
     extra = f" (settings in {sidecar(path)})" if Path(path).suffix.lower() == ".csv" else ""
     print(f"wrote {len(frame)} rows to {path}{extra}")
 
@@ -371,9 +365,10 @@ def _lengthgen(args: argparse.Namespace) -> int:
     _write(frame, args.out)
     if args.figure and _main_rank():
         from psheads import plotting
+        from psheads.interface.atomic import write_atomic
 
         # plotly.js inline: the page opens offline, at the cost of ~4 MB
-        plotting.accuracy_vs_length(frame).write_html(args.figure, include_plotlyjs=True)
+        write_atomic(args.figure, plotting.accuracy_vs_length(frame).to_html(include_plotlyjs=True))
         print(f"wrote the figure to {args.figure}")
     table = frame.pivot(index="length", columns="hops", values="accuracy")
     print(f"accuracy of {args.model} on the {frame.attrs['task']} task ({args.n} prompts per length, seed {args.seed}, "
@@ -562,6 +557,7 @@ def _policy(args: argparse.Namespace) -> int:
 
     from psheads import policy as policies
     from psheads.experiments.attention_policy import PolicyEvaluationConfig, evaluate_policies, write_tables
+    from psheads.interface.atomic import write_atomic
     from psheads.models import zoo
     from psheads.policy.head_policy import check_settings
     from psheads.tasks.long_context import FromTask, register_long_context_task
@@ -605,7 +601,7 @@ def _policy(args: argparse.Namespace) -> int:
     policies.write_duo_folder(policy, out)
     policies.write_mask(policy, out / "mask.tsv")
     policies.write_head_scores(policy, out / "head_scores.json")
-    policy.frame().to_csv(out / "policy.csv", index=False)
+    write_atomic(out / "policy.csv", policy.frame().to_csv(index=False))
     streamed = policy.streamed()
     full = policies.kv_bytes(policy, 8192, budget=0.0)
     print(f"{policy!r}\nstreamed at {settings[2]:.0%}: {int(streamed.sum())} of {streamed.size} KV heads; KV kept at "

@@ -81,6 +81,24 @@ def test_a_rerun_resumes_without_measuring_again(evaluated: dict, letter: ps.mod
     pd.testing.assert_frame_equal(again.evaluation, evaluated["result"].evaluation)
 
 
+def test_a_resume_file_cut_short_drops_only_its_last_row(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A row cut short by a killed process ended the next resume in a bare JSONDecodeError naming no file,
+    and the next row appended to the cut line."""
+    rows = [{"model": "m", "task": "t", "length": 8, "budget": 0.5, "condition": "map", "draw": draw, "run": "f"}
+            for draw in range(3)]
+    path = tmp_path / "rows.jsonl"
+    text = "".join(json.dumps(row) + "\n" for row in rows)
+    path.write_text(text[:-9])
+    with caplog.at_level("WARNING", logger=ap.__name__):
+        store = ap._Store(path, "f")
+    assert len(store.rows) == 2 and "the last row was cut short" in caplog.text
+    store.add(rows[2])
+    assert path.read_text() == text  # the cut line is gone, the row appended whole
+    path.write_text(text.replace('"draw": 1', '"draw": 1,,'))
+    with pytest.raises(ValueError, match=r"rows\.jsonl, line 2, is not a measured row"):
+        ap._Store(path, "f")
+
+
 def test_the_tables_are_written_with_the_grades(evaluated: dict, tmp_path: Path) -> None:
     folder = ap.write_tables(evaluated["result"], tmp_path / "letter", {"rules_commit": "abc"})
     assert sorted(p.name for p in folder.iterdir()) == ["criteria.csv", "evaluation.csv", "maps.csv", "run.json",

@@ -46,6 +46,7 @@ from psheads import data
 from psheads.experiments import policy_rules as rules
 from psheads.experiments.atlas import natural_prompts
 from psheads.interface import validation
+from psheads.interface.atomic import write_atomic
 from psheads.interface.config import from_known_fields
 from psheads.interface.progress import progress_bar
 from psheads.policy import HeadPolicy, attention_shape, kept_tokens, kv_bytes, make_policy, streaming_everywhere
@@ -281,21 +282,19 @@ def measurement_fingerprint(config: PolicyEvaluationConfig) -> str:
 
 class _Store:
     """The rows measured so far, appended to a JSON-lines file when resuming (one line per row); rows of
-    another ``measurement_fingerprint`` in the file are left there and ignored."""
+    another ``measurement_fingerprint`` in the file are left there and ignored. A last line cut short (the
+    process died writing it) is dropped from the file, and its row measured again."""
 
     def __init__(self, path: Path | None, fingerprint: str) -> None:
         self.path = path
         self.fingerprint = fingerprint
         self.rows: dict[tuple, dict] = {}
         other = 0
-        if path is not None and path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    row = json.loads(line)
-                    if row.get("run") == fingerprint:
-                        self.rows[_key(row)] = row
-                    else:
-                        other += 1
+        for row in _read_rows(path) if path is not None and path.is_file() else []:
+            if row.get("run") == fingerprint:
+                self.rows[_key(row)] = row
+            else:
+                other += 1
         if other:
             logger.warning("%s: %d rows measured with other settings are not resumed (settings %s)", path, other,
                            fingerprint)
@@ -311,6 +310,33 @@ class _Store:
             with self.path.open("a", encoding="utf-8") as stream:
                 stream.write(json.dumps(row, allow_nan=True) + "\n")
                 stream.flush()
+
+
+def _read_rows(path: Path) -> list[dict]:
+    """The rows of a JSON-lines file ``_Store`` appended to; a last line cut short is removed from the file.
+
+    Raises:
+        ValueError: a line before the last that is not a JSON object (the message names the file and line).
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as err:
+            if number < len(lines):
+                raise ValueError(f"{path}, line {number}, is not a measured row ({err}): the file was edited or "
+                                 "damaged; delete that line (its row is measured again), or the file.") from None
+            logger.warning("%s: the last row was cut short (%s); it is measured again", path, err)
+            write_atomic(path, "".join(kept + "\n" for kept in lines[:-1]))  # appends start on a new line
+            break
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}, line {number}, is not a measured row (a JSON object): the file was edited or "
+                             "damaged; delete that line (its row is measured again), or the file.")
+        rows.append(row)
+    return rows
 
 
 Run = tuple[str, float, int, HeadPolicy, float]
@@ -532,14 +558,9 @@ def write_tables(result: PolicyEvaluation, folder: str | Path, record: dict[str,
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for name in TABLES:
-        frame = getattr(result, name)
-        temporary = folder / f".{name}.csv.tmp"
-        frame.to_csv(temporary, index=False)
-        temporary.replace(folder / f"{name}.csv")
+        write_atomic(folder / f"{name}.csv", getattr(result, name).to_csv(index=False))
     run = {"config": result.evaluation.attrs.get("config"), "model": result.evaluation.attrs.get("model"),
            "architecture": result.evaluation.attrs.get("architecture"), "extras": result.extras,
            "grades": result.grades().to_dict(orient="records"), "versions": schema.versions(), **(record or {})}
-    temporary = folder / ".run.json.tmp"
-    temporary.write_text(json.dumps(run, indent=1, default=str, allow_nan=True) + "\n", encoding="utf-8")
-    temporary.replace(folder / "run.json")
+    write_atomic(folder / "run.json", json.dumps(run, indent=1, default=str, allow_nan=True) + "\n")
     return folder

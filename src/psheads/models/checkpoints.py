@@ -28,13 +28,14 @@ import pandas as pd
 import safetensors.torch
 import torch
 
+from psheads.interface.atomic import PARTIAL_SUFFIX, fsync, replacing
 from psheads.results import schema
+from psheads.results.files import from_json_data, to_json_data
 from psheads.tasks.base import TRAINING_RECORD
 
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_PREFIX = "checkpoint-"
-PARTIAL_SUFFIX = ".partial"
 
 CHECKPOINT_FORMAT = 2
 """Version of the checkpoint layout (1: the old pickled ``trainer_state.pt``, no longer read)."""
@@ -217,45 +218,6 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def fsync(path: Path) -> None:
-    """Flush a file or directory to disk (directories: where the OS allows it)."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
-
-
-def _encode(value: Any) -> Any:
-    """JSON form of optimizer/scheduler metadata; tuples are tagged so they come back as tuples."""
-    if isinstance(value, tuple):
-        return {"__tuple__": [_encode(item) for item in value]}
-    if isinstance(value, list):
-        return [_encode(item) for item in value]
-    if isinstance(value, dict):
-        if not all(isinstance(key, str) for key in value):
-            raise TypeError(f"Cannot store non-string keys in JSON: {list(value)!r}.")
-        return {key: _encode(item) for key, item in value.items()}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise TypeError(f"Cannot store {type(value).__name__} ({value!r}) in the trainer state.")
-
-
-def _decode(value: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"__tuple__"}:
-            return tuple(_decode(item) for item in value["__tuple__"])
-        return {key: _decode(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_decode(item) for item in value]
-    return value
-
-
 def write_trainer_state(path: Path, optimizer: torch.optim.Optimizer, scheduler: Any, step: int) -> None:
     state = optimizer.state_dict()
     tensors = {"rng.cpu": torch.get_rng_state()}
@@ -268,12 +230,12 @@ def write_trainer_state(path: Path, optimizer: torch.optim.Optimizer, scheduler:
             if isinstance(value, torch.Tensor):
                 tensors[f"optimizer.{index}.{name}"] = value.detach().cpu().contiguous()
             else:
-                values.setdefault(str(index), {})[name] = _encode(value)
+                values.setdefault(str(index), {})[name] = to_json_data(value, where="the optimizer state")
     safetensors.torch.save_file(tensors, path / TRAINER_TENSORS)
     meta = {"format": CHECKPOINT_FORMAT, "step": step,
             "optimizer": {"indices": sorted(state["state"]), "values": values,
-                          "param_groups": _encode(state["param_groups"])},
-            "scheduler": _encode(scheduler.state_dict())}
+                          "param_groups": to_json_data(state["param_groups"], where="the optimizer's param groups")},
+            "scheduler": to_json_data(scheduler.state_dict(), where="the scheduler state")}
     (path / TRAINER_JSON).write_text(json.dumps(meta, indent=1))
 
 
@@ -296,12 +258,12 @@ def read_trainer_state(directory: Path) -> dict:
                 _, index, name = key.split(".", 2)
                 state[int(index)][name] = tensor
         for index, entries in meta["optimizer"]["values"].items():
-            state[int(index)].update(_decode(entries))
+            state[int(index)].update(from_json_data(entries))
         rng = tensors["rng.cpu"]
         if rng.dtype != torch.uint8:
             raise ValueError(f"rng.cpu has dtype {rng.dtype}, expected torch.uint8")
-        return {"optimizer": {"state": state, "param_groups": _decode(meta["optimizer"]["param_groups"])},
-                "scheduler": _decode(meta["scheduler"]), "rng": rng, "rng_cuda": tensors.get("rng.cuda"),
+        return {"optimizer": {"state": state, "param_groups": from_json_data(meta["optimizer"]["param_groups"])},
+                "scheduler": from_json_data(meta["scheduler"]), "rng": rng, "rng_cuda": tensors.get("rng.cuda"),
                 "step": int(meta["step"])}
     except (KeyError, ValueError, TypeError, AttributeError) as error:
         raise CheckpointError(f"{directory / TRAINER_JSON} or {directory / TRAINER_TENSORS} is inconsistent "
@@ -358,11 +320,9 @@ def read_records(directory: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 def publish_records(checkpoint: Path, output_dir: Path) -> None:
     """Make the run-level CSV files copies of ``checkpoint``'s (each replaced atomically)."""
     for name in (EVALUATION_CSV, DYNAMICS_CSV):
-        partial = output_dir / (name + PARTIAL_SUFFIX)
-        remove_entry(partial)  # a link placed there would otherwise be written through
-        shutil.copyfile(checkpoint / name, partial)
-        fsync(partial)
-        os.replace(partial, output_dir / name)
+        # one writer holds the run folder: a fixed name, which the next run replaces if this one is killed
+        with replacing(output_dir / name, partial=output_dir / (name + PARTIAL_SUFFIX)) as partial:
+            shutil.copyfile(checkpoint / name, partial)
 
 
 def _differences(saved: Any, now: Any, name: str) -> list[str]:

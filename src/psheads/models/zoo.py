@@ -19,6 +19,7 @@ import torch
 import transformers
 
 from psheads.interface import reprs, validation
+from psheads.interface.atomic import write_atomic
 from psheads.models.checkpoints import process_alive, save_model, sha256
 from psheads.results import schema
 from psheads.tasks.base import TRAINING_RECORD, word_tokenizer
@@ -520,9 +521,7 @@ def _record_files(folder: Path, record: dict) -> None:
     """Write ``record`` with the size, mtime and SHA-256 of every file in ``folder`` as its marker, atomically."""
     files = {path.name: _file_facts(path) for path in sorted(folder.iterdir()) if path.is_file()
              and path.name != _CONVERTED}
-    scratch = folder / f"{_CONVERTED}.{os.getpid()}.tmp"
-    scratch.write_text(json.dumps({**record, "files": files}, indent=2))
-    os.replace(scratch, folder / _CONVERTED)
+    write_atomic(folder / _CONVERTED, json.dumps({**record, "files": files}, indent=2))
 
 
 def _intact(target: Path, verify: bool = False) -> bool:

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from psheads.interface.atomic import write_atomic
 from psheads.policy.head_policy import (
     AGGREGATIONS,
     DEFAULT_BUDGET,
@@ -52,16 +51,9 @@ CONFIG = "config.json"
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``."""
+    """Write ``text`` to ``path`` whole or not at all (``write_atomic``), creating its folder if needed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomic(path, text)
 
 
 def _grid_text(grid: Any, digits: int = 9) -> str:

@@ -24,8 +24,22 @@ strings that are not all strings (``[None, 3, 5]``, ``[2**70, "x"]``) holds JSON
 in parquet too (``"parquet": "json"``), so each cell comes back with its own type, big ints
 included, and a missing one as None; numpy scalars come back as Python's. An object column holding
 anything else (a set, a Decimal, ...) is refused by name, except in parquet where pyarrow gives it back as it was.
+Times (``datetime64`` of any unit, with or without a time zone) and durations (``timedelta64``) come
+back exactly from every format: a CSV and JSON hold them as text (ISO 8601, a time zone's in UTC,
+the zone in the column's dtype; durations as pandas writes them), checked when saved, so a value
+the text would not give back (a duration beyond about 292 years) is refused then, by column and
+row; parquet holds them natively. ``float16`` columns come back bit for bit. A column ``load_frame``
+could not read back is refused when saved, naming it: a dtype pandas cannot name (a time zone
+given as a ``dateutil`` object), an extension dtype read_csv cannot parse in a CSV (intervals,
+sparse columns), categories other than numbers and strings.
 In ``attrs`` a tuple is stored as ``{"__tuple__": [...]}`` and a dict with non-string keys as
-``{"__items__": [[key, value], ...]}``, so both come back as they were.
+``{"__items__": [[key, value], ...]}``, so both come back as they were; a dict whose only key is
+``"__tuple__"`` or ``"__items__"`` is stored as its pairs too, so every dict comes back as a dict.
+
+Every file is written whole or not at all (``psheads.interface.atomic``): to a temporary file in
+the same folder, renamed over ``path`` when complete (a CSV and its sidecar both written before
+either is renamed), so Ctrl-C or an error mid-write leaves the old file as it was. A file
+``load_frame`` cannot parse raises a ``ValueError`` that names it and says what to do.
 
 pandas and pyarrow are imported inside the functions: the command line reads ``FORMATS`` without
 loading them.
@@ -40,7 +54,10 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from psheads.interface.atomic import replacing, write_atomic
+
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 FORMATS = (".csv", ".json", ".parquet")
@@ -82,7 +99,8 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
     """Write ``frame`` with its ``attrs`` and dtypes (format by extension, see ``FORMATS``).
 
     The index is not written: an unnamed index is dropped, a named one is refused
-    (``frame.reset_index()`` first).
+    (``frame.reset_index()`` first). The file is replaced whole or not at all: an interrupted or
+    failed save leaves the old one as it was.
 
     Args:
         frame: the frame; column names must be distinct strings.
@@ -109,6 +127,8 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
     names = list(frame.columns)
     if not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
         raise ValueError(f"save_frame needs distinct string column names, got {names}: rename the columns first.")
+    for _, series in frame.items():
+        _check_readable(series, suffix)
     columns = [_column(frame[name]) for name in names]
     as_text = {column["name"]: column.pop("_text", ()) for column in columns}
     odd = {column["name"]: column.pop("_odd") for column in columns if "_odd" in column}
@@ -117,13 +137,13 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
         raise TypeError(f"Column {name!r} holds a {type(cell).__name__} ({cell!r:.60}), which a {suffix} file cannot "
                         f"give back: keep numbers, strings, None, tuples and lists in an object column, or convert it "
                         f"first (e.g. frame[{name!r}].astype(str)).")
-    document = {"columns": columns, "attrs": _stored(frame.attrs, exact=True)}
+    document = {"columns": columns, "attrs": to_json_data(frame.attrs)}
     if suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         plain = frame.copy(deep=False)  # pyarrow and pandas each store attrs as plain JSON
-        plain.attrs = _stored(frame.attrs, exact=False)
+        plain.attrs = to_json_data(frame.attrs, exact=False)
         for column in columns:
             if ".parquet" in as_text[column["name"]]:
                 column["parquet"] = "json"
@@ -140,10 +160,12 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
                             "or write .json.") from None
         metadata = {**(table.schema.metadata or {}), b"PANDAS_ATTRS": json.dumps(plain.attrs),
                     PARQUET_KEY: json.dumps(document)}
-        pq.write_table(table.replace_schema_metadata(metadata), path)
+        with replacing(path) as temporary:
+            pq.write_table(table.replace_schema_metadata(metadata), temporary)
     elif suffix == ".json":
-        values = {name: [None if _missing(cell) else _stored(cell, exact=False, where=f"column {name!r}")
-                         if isinstance(cell, (tuple, list)) else _plain(cell) for cell in frame[name].astype(object)]
+        values = {name: _time_text(frame[name], suffix).tolist() if _is_time(frame[name].dtype) else
+                  [None if _missing(cell) else to_json_data(cell, exact=False, where=f"column {name!r}")
+                   if isinstance(cell, (tuple, list)) else _plain(cell) for cell in frame[name].astype(object)]
                   for name in names}
         document["records"] = [dict(zip(names, row, strict=True)) for row in zip(*values.values(), strict=True)]
         try:
@@ -152,18 +174,23 @@ def save_frame(frame: pd.DataFrame, path: str | Path) -> Path:
             name = next((name for name in names if not _dumps(values[name])), None)
             raise TypeError(f"{path}: column {name!r} holds values JSON cannot store ({err}); write .parquet "
                             "instead.") from None
-        path.write_text(text)
+        write_atomic(path, text)
     else:
         written = frame.copy(deep=False)
         for column in columns:
             if ".csv" in as_text[column["name"]]:
                 column["csv"] = "json"
                 written[column["name"]] = _json_text(frame[column["name"]])
+            elif _is_time(frame[column["name"]].dtype):
+                written[column["name"]] = _time_text(frame[column["name"]], suffix)
         # csv quotes a field holding a character of the line ending, and pandas reads a lone \r as one
         data = written.to_csv(index=False, lineterminator="\r\n" if _holds_cr(written) else None).encode()
-        path.write_bytes(data)
         document = {"rows": len(frame), "sha256": hashlib.sha256(data).hexdigest(), **document}
-        sidecar(path).write_text(json.dumps(document, indent=1))
+        # both written before either is renamed; the table first, so that a save cut short between the two
+        # renames leaves the new table (refused with the old sidecar, by its hash) rather than the old one
+        with replacing(sidecar(path)) as described, replacing(path) as table_file:
+            table_file.write_bytes(data)
+            described.write_text(json.dumps(document, indent=1))
     return path
 
 
@@ -176,7 +203,10 @@ def load_frame(path: str | Path) -> pd.DataFrame:
 
     Raises:
         ValueError: an unknown extension; a JSON file (or CSV sidecar) that is not a ``save_frame``
-            document; a CSV that changed after ``save_frame`` wrote it.
+            document; a CSV that changed after ``save_frame`` wrote it; a categorical cell that is
+            not one of its column's categories (edited by hand, say); a file that cannot be parsed
+            (cut short, damaged, or being written in place by another program). The message names
+            the file.
         FileNotFoundError: ``path`` does not exist.
         ImportError: ``.parquet`` without pyarrow.
     """
@@ -186,15 +216,7 @@ def load_frame(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"No frame at {path}.")
     if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        frame = pd.read_parquet(path)
-        stored = (pq.read_schema(path).metadata or {}).get(PARQUET_KEY)
-        if stored is None:
-            return frame
-        # parquet keeps most dtypes itself, but not an unordered categorical of numbers
-        document = _parsed(stored, f"{path}'s psheads metadata", ("columns", "attrs"), "write the frame again")
-        return _typed(_from_json_text(frame, document, "parquet"), document)
+        return _read_parquet(path)
     if suffix == ".json":
         document = _parsed(path.read_bytes(), str(path), ("columns", "attrs", "records"), "write the frame again")
         names = [column["name"] for column in document["columns"]]
@@ -203,10 +225,39 @@ def load_frame(path: str | Path) -> pd.DataFrame:
             if column["dtype"] == "object":  # as stored: [None, 3] is not [nan, 3.0]
                 frame[column["name"]] = pd.Series([row.get(column["name"]) for row in document["records"]],
                                                   dtype=object)
-        return _typed(frame, document)
+        return _typed(frame, document, str(path))
     if not sidecar(path).is_file():
-        return pd.read_csv(path, **_exact_floats())
-    return _typed(*_read_csv(path))
+        try:
+            return pd.read_csv(path, **_exact_floats())
+        except ValueError as err:  # EmptyDataError, ParserError, UnicodeDecodeError
+            raise ValueError(f"{path} is not a CSV file pandas can read ({err}): {_DAMAGED}.") from None
+    return _typed(*_read_csv(path), str(path))
+
+
+_DAMAGED = ("it was cut short or damaged (a copy or a write that did not finish), or another program is writing it "
+            "in place: read it again once that is done, or write the frame again with save_frame")
+"""What to do about a frame file that cannot be parsed."""
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    """The frame ``save_frame`` wrote at ``path`` as parquet (a plain parquet file as pandas reads it)."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with path.open("rb") as handle:  # opened once: the table and its metadata come from one file
+        try:
+            frame = pd.read_parquet(handle)
+            handle.seek(0)
+            stored = (pq.read_schema(handle).metadata or {}).get(PARQUET_KEY)
+        except (pa.ArrowException, ValueError) as err:
+            raise ValueError(f"{path} is not a parquet file psheads can read ({err}): {_DAMAGED}.") from None
+    if stored is None:
+        return frame
+    # parquet keeps most dtypes itself, but not an unordered categorical of numbers
+    where = f"{path}'s psheads metadata"
+    document = _parsed(stored, where, ("columns", "attrs"), "write the frame again")
+    return _typed(_from_json_text(frame, document, "parquet"), document, where)
 
 
 def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
@@ -223,13 +274,16 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, dict]:
     elif hashlib.sha256(data).hexdigest() != document["sha256"]:
         raise ValueError(f"{path} changed after save_frame wrote it ({document.get('rows')} rows then), so its sidecar "
                          f"describes another table: delete {sidecar(path)} to read the CSV as pandas does, or save "
-                         "the new frame with save_frame.")
-    # categories are mapped back from their text; to_csv writes a missing value as an empty field,
+                         "the new frame with save_frame (if save_frame is writing it now, read it again once it is "
+                         "done).")
+    # categories and times are read back from their text; to_csv writes a missing value as an empty field,
     # so only that is missing ("NA" may be a word)
-    dtypes = {column["name"]: "str" if "categories" in column or column.get("csv") == "json" else column["dtype"]
-              for column in document["columns"]}
+    dtypes = {column["name"]: _csv_dtype(column) for column in document["columns"]}
     names = [column["name"] for column in document["columns"]]
-    header = pd.read_csv(io.BytesIO(data), nrows=0).columns.tolist()
+    try:
+        header = pd.read_csv(io.BytesIO(data), nrows=0).columns.tolist()
+    except ValueError as err:  # EmptyDataError, ParserError, UnicodeDecodeError
+        raise ValueError(f"{path} is not a CSV file pandas can read ({err}): {_DAMAGED}.") from None
     if header != names:
         raise ValueError(f"{path} has the columns {header}, but its sidecar {sidecar(path)} describes {names}: "
                          "delete the stale sidecar.")
@@ -273,12 +327,100 @@ def _holds_cr(frame: pd.DataFrame) -> bool:
     return any(isinstance(text, str) and "\r" in text for text in texts)
 
 
+def _check_readable(series: pd.Series, suffix: str) -> None:
+    """Refuse, by its name, a column whose dtype ``load_frame`` could not give back from a ``suffix`` file."""
+    import numpy as np
+    import pandas as pd
+
+    dtype, name = series.dtype, series.name
+    try:
+        pd.api.types.pandas_dtype(str(dtype))
+    except TypeError:
+        raise TypeError(f"Column {name!r} has the dtype {dtype}, which pandas cannot read back from its name: convert "
+                        "it first (times: give their zone by its name, e.g. "
+                        f"frame[{name!r}].dt.tz_convert('Europe/Paris')).") from None
+    if suffix != ".csv" or not isinstance(dtype, pd.api.extensions.ExtensionDtype) or _is_time(dtype) \
+            or isinstance(dtype, pd.CategoricalDtype):
+        return
+    array = dtype.construct_array_type()
+    try:  # what read_csv calls to parse a column of an extension dtype (pandas' extension interface; no stub)
+        array._from_sequence_of_strings(np.array([], dtype=object), dtype=dtype)  # type: ignore[attr-defined]
+    except (NotImplementedError, TypeError, ValueError):
+        raise TypeError(f"Column {name!r} has the dtype {dtype}, which pandas cannot read from a CSV: write .parquet "
+                        f"or .json, or convert it first (e.g. frame[{name!r}].astype(str)).") from None
+
+
+def _is_time(dtype: Any) -> bool:
+    """Whether ``dtype`` holds times or durations of numpy's kinds (a time zone's included)."""
+    import numpy as np
+    import pandas as pd
+
+    return isinstance(dtype, pd.DatetimeTZDtype) or (isinstance(dtype, np.dtype) and dtype.kind in "mM")
+
+
+def _time_text(series: pd.Series, suffix: str) -> pd.Series:
+    """Each time of ``series`` as text (ISO 8601, a time zone's in UTC; durations as pandas writes them), a
+    missing one as None, checked to read back exactly.
+
+    Raises:
+        TypeError: a time its text does not give back (one pandas cannot parse), named by column and row.
+    """
+    import numpy as np
+    import pandas as pd
+
+    utc = series.dt.tz_convert("UTC") if isinstance(series.dtype, pd.DatetimeTZDtype) else series
+    text = pd.Series([None if _missing(cell) else cell.isoformat() if isinstance(cell, pd.Timestamp) else str(cell)
+                      for cell in utc], dtype=object, index=series.index)
+    same = _read_back(text, series)
+    if same is None:  # a time pandas cannot parse: find it
+        same = np.array([_read_back(text.iloc[[row]], series.iloc[[row]]) is not None for row in range(len(text))])
+    if not same.all():
+        row = int(np.argmin(same))
+        raise TypeError(f"Column {series.name!r} holds {series.iloc[row]} (row {row}, counting from 0), which a "
+                        f"{suffix} file cannot give back exactly as text: write .parquet, which keeps times as they "
+                        "are.")
+    return text
+
+
+def _read_back(text: pd.Series, series: pd.Series) -> np.ndarray | None:
+    """Whether each time of ``series`` reads back from ``text``; None where one cannot be parsed."""
+    try:
+        return (_times(text, series.dtype).eq(series) | series.isna()).to_numpy(dtype=bool)
+    except (ValueError, TypeError, OverflowError):  # OutOfBoundsDatetime and OutOfBoundsTimedelta are ValueErrors
+        return None
+
+
+def _times(values: pd.Series, dtype: Any) -> pd.Series:
+    """Times (or durations) of ``dtype`` read back from the text ``_time_text`` wrote (missing: NaT)."""
+    import pandas as pd
+
+    text = values.astype(object).where(values.notna(), None)
+    if dtype.kind == "m":
+        return pd.to_timedelta(text).astype(dtype)
+    zone = getattr(dtype, "tz", None)
+    times = pd.to_datetime(text, format="ISO8601", utc=zone is not None)
+    return (times if zone is None else times.dt.tz_convert(zone)).astype(dtype)
+
+
+def _csv_dtype(column: dict) -> str:
+    """The dtype ``read_csv`` reads a column as, before ``_typed`` gives it its own."""
+    import pandas as pd
+
+    try:
+        time = _is_time(pd.api.types.pandas_dtype(column["dtype"]))
+    except TypeError:  # read_csv refuses it, and the error names the file
+        time = False
+    if "categories" in column or column.get("csv") == "json" or time:
+        return "str"
+    return "float64" if column["dtype"] == "float16" else column["dtype"]  # read_csv has no float16 parser
+
+
 def _json_text(series: pd.Series) -> pd.Series:
     """Each cell of ``series`` as JSON text (tuples as lists), a missing one as None."""
     import pandas as pd
 
     where = f"column {series.name!r}"
-    return pd.Series([None if _missing(cell) else json.dumps(_stored(cell, exact=False, where=where))
+    return pd.Series([None if _missing(cell) else json.dumps(to_json_data(cell, exact=False, where=where))
                       for cell in series], dtype=object, index=series.index)
 
 
@@ -336,8 +478,14 @@ def _column(series: pd.Series) -> dict[str, Any]:
     import pandas as pd
 
     if isinstance(series.dtype, pd.CategoricalDtype):
+        categories = [_plain(category) for category in series.dtype.categories]
+        odd = next((category for category in categories if not isinstance(category, _SCALARS)), None)
+        if odd is not None:
+            raise TypeError(f"Column {series.name!r} has categories of type {type(odd).__name__} ({odd!r:.60}), which "
+                            "a frame file does not give back: keep numbers and strings as categories, or convert "
+                            f"them first (e.g. frame[{series.name!r}].cat.rename_categories(str)).")
         return {"name": series.name, "dtype": "category", "ordered": bool(series.dtype.ordered),
-                "categories": _stored(series.dtype.categories.tolist(), exact=False)}
+                "categories": categories}
     column: dict[str, Any] = {"name": series.name, "dtype": str(series.dtype)}
     if series.dtype == object or pd.api.types.is_string_dtype(series.dtype):
         present = [cell for cell in series if not _missing(cell)]
@@ -365,8 +513,8 @@ def _cell(value: Any, kind: str) -> Any:
     return tuple(items) if kind == "tuple" else items
 
 
-def _typed(frame: pd.DataFrame, document: dict) -> pd.DataFrame:
-    """``frame`` with the dtypes and ``attrs`` its document records."""
+def _typed(frame: pd.DataFrame, document: dict, where: str) -> pd.DataFrame:
+    """``frame`` with the dtypes and ``attrs`` its document records (read from ``where``, which errors name)."""
     import pandas as pd
 
     for column in document["columns"]:
@@ -375,18 +523,38 @@ def _typed(frame: pd.DataFrame, document: dict) -> pd.DataFrame:
             # a CSV holds the text of each category, JSON the category itself
             lookup = {str(category): category for category in column["categories"]}
             values = [lookup.get(value, value) if isinstance(value, str) else value for value in frame[name]]
+            _check_categories(values, column, where)
             frame[name] = pd.Categorical(values, categories=column["categories"], ordered=column["ordered"])
         elif "cells" in column:
             frame[name] = pd.Series([None if _missing(cell) else _cell(cell, column["cells"]) for cell in frame[name]],
                                     dtype=object, index=frame.index)
         else:
             try:
-                frame[name] = frame[name].astype(column["dtype"])
+                dtype = pd.api.types.pandas_dtype(column["dtype"])
+                stored_as_text = _is_time(dtype) and not _is_time(frame[name].dtype)
+                frame[name] = _times(frame[name], dtype) if stored_as_text else frame[name].astype(dtype)
             except (ValueError, TypeError) as err:
-                raise ValueError(f"Column {name!r} does not hold {column['dtype']} values as its description says "
-                                 f"({err}): the file and its description disagree; write the frame again.") from None
-    frame.attrs = _restored(document["attrs"])
+                raise ValueError(f"{where}: column {name!r} does not hold {column['dtype']} values as its "
+                                 f"description says ({err}): the file and its description disagree; write the frame "
+                                 "again.") from None
+    try:
+        frame.attrs = from_json_data(document["attrs"])
+    except (TypeError, ValueError) as err:  # a marker holding something else: not what save_frame writes
+        raise ValueError(f"{where}: the attrs are not as save_frame writes them ({err}); write the frame "
+                         "again.") from None
     return frame
+
+
+def _check_categories(values: list, column: dict, where: str) -> None:
+    """Refuse a value of a categorical column (read from ``where``) that is not one of its categories."""
+    known = set(column["categories"])
+    unknown = [(row, value) for row, value in enumerate(values) if not _missing(value) and value not in known]
+    if unknown:
+        (row, value), others = unknown[0], len(unknown) - 1
+        more = f"; {others} more rows hold values that are not either" if others else ""
+        raise ValueError(f"{where}: column {column['name']!r} holds {value!r} in row {row} (counting from 0), which "
+                         f"is not one of its categories {column['categories']}{more}: correct the cells, or write the "
+                         "frame again.")
 
 
 def _parsed(text: bytes, where: str, keys: tuple[str, ...], fix: str) -> dict:
@@ -399,25 +567,59 @@ def _parsed(text: bytes, where: str, keys: tuple[str, ...], fix: str) -> dict:
                          f"{fix}.") from None
     if not isinstance(document, dict) or not set(keys) <= set(document):
         raise ValueError(f"{where} is not a frame that psheads.save_frame wrote (it needs the keys {list(keys)}).")
+    problem = _misshapen(document)
+    if problem:
+        raise ValueError(f"{where} does not describe a frame as psheads.save_frame writes it ({problem}): {fix}.")
     return document
 
 
-def _stored(value: Any, exact: bool, where: str = "attrs") -> Any:
-    """``value`` as JSON data; ``exact`` tags tuples and dicts with non-string keys so they come back."""
+def _misshapen(document: dict) -> str | None:
+    """What is wrong with the shape of a frame document (its ``columns`` and ``records``), or None."""
+    columns = document["columns"]
+    if not isinstance(columns, list) or not all(isinstance(column, dict) and isinstance(column.get("name"), str)
+                                                and isinstance(column.get("dtype"), str) for column in columns):
+        return "'columns' must list objects, each with a 'name' and a 'dtype'"
+    for column in columns:
+        if "categories" in column and not (isinstance(column["categories"], list)
+                                           and all(isinstance(item, _SCALARS) for item in column["categories"])
+                                           and isinstance(column.get("ordered"), bool)):
+            return f"column {column['name']!r} needs a list of 'categories' (numbers or strings) and an 'ordered' flag"
+        if column.get("cells", "tuple") not in ("tuple", "list"):
+            return f"column {column['name']!r} has 'cells' {column['cells']!r}, not 'tuple' or 'list'"
+    records = document.get("records", [])
+    if not isinstance(records, list) or not all(isinstance(row, dict) for row in records):
+        return "'records' must be a list of objects, one per row"
+    return None
+
+
+def to_json_data(value: Any, exact: bool = True, where: str = "attrs") -> Any:
+    """``value`` as JSON data (``json.dumps`` writes it); numpy scalars as the Python values they hold.
+
+    Args:
+        value: numbers, strings, None, lists, tuples and dicts, nested.
+        exact: store a tuple as ``{"__tuple__": [...]}`` and a dict with keys that are not all
+            strings as ``{"__items__": [[key, value], ...]}``, so that ``from_json_data`` gives them
+            back; a dict whose only key is one of these two is stored as its pairs too, so every dict
+            comes back as it was. Otherwise tuples become lists and keys strings (plain JSON).
+        where: what ``value`` is, for the error message.
+
+    Raises:
+        TypeError: ``value`` holds anything else (the message names where).
+    """
     value = _plain(value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
-        items = [_stored(item, exact, f"{where}[{index}]") for index, item in enumerate(value)]
+        items = [to_json_data(item, exact, f"{where}[{index}]") for index, item in enumerate(value)]
         return {_TUPLE: items} if exact and isinstance(value, tuple) else items
     if isinstance(value, dict):
-        if all(isinstance(key, str) for key in value):
-            return {key: _stored(item, exact, f"{where}[{key!r}]") for key, item in value.items()}
+        if all(isinstance(key, str) for key in value) and not (exact and set(value) in ({_TUPLE}, {_ITEMS})):
+            return {key: to_json_data(item, exact, f"{where}[{key!r}]") for key, item in value.items()}
         if exact:
-            return {_ITEMS: [[_stored(key, exact, where), _stored(item, exact, f"{where}[{key!r}]")]
+            return {_ITEMS: [[to_json_data(key, exact, where), to_json_data(item, exact, f"{where}[{key!r}]")]
                              for key, item in value.items()]}
-        return {str(key): _stored(item, exact, f"{where}[{key!r}]") for key, item in value.items()}
-    raise TypeError(f"{where} holds a {type(value).__name__}, which a frame file cannot store: keep only numbers, "
+        return {str(key): to_json_data(item, exact, f"{where}[{key!r}]") for key, item in value.items()}
+    raise TypeError(f"{where} holds a {type(value).__name__}, which psheads cannot store as JSON: keep only numbers, "
                     f"strings, None, lists, tuples and dicts in {where.partition('[')[0]} (convert it, e.g. with "
                     "str()).")
 
@@ -429,14 +631,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _restored(value: Any) -> Any:
-    """Inverse of ``_stored(value, exact=True)``."""
+def from_json_data(value: Any) -> Any:
+    """Inverse of ``to_json_data(value, exact=True)``: tuples and dicts with other keys as they were."""
     if isinstance(value, list):
-        return [_restored(item) for item in value]
+        return [from_json_data(item) for item in value]
     if isinstance(value, dict):
         if value.keys() == {_TUPLE}:
-            return tuple(_restored(item) for item in value[_TUPLE])
+            return tuple(from_json_data(item) for item in value[_TUPLE])
         if value.keys() == {_ITEMS}:
-            return {_restored(key): _restored(item) for key, item in value[_ITEMS]}
-        return {key: _restored(item) for key, item in value.items()}
+            return {from_json_data(key): from_json_data(item) for key, item in value[_ITEMS]}
+        return {key: from_json_data(item) for key, item in value.items()}
     return value

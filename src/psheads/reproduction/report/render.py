@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from psheads import __version__
+from psheads.interface.atomic import write_atomic
 from psheads.reproduction.references import PAPER_A, PAPER_B
 from psheads.reproduction.report.claims import Claim, Section
 from psheads.reproduction.rules import VERDICT_COLORS
@@ -38,12 +39,11 @@ class Report:
         return render_html(self)
 
     def write(self, path: str | Path) -> Path:
-        """Write ``to_html()`` to ``path`` (its folder must exist); returns the path."""
+        """Write ``to_html()`` to ``path`` whole (its folder must exist); returns the path."""
         path = Path(path)
         if not path.parent.is_dir():
             raise ValueError(f"Cannot write {path}: the folder {path.parent} does not exist; create it first.")
-        path.write_text(self.to_html(), encoding="utf-8")
-        return path
+        return write_atomic(path, self.to_html())
 
 
 _CSS = """
