@@ -74,6 +74,8 @@ class Rule:
         positive: the input that must give *reproduces*; None with ``no_positive`` saying why.
         negative: a null input that must not give *reproduces*.
         no_positive: why there is no honest positive control.
+        cannot_fail: why the check cannot fail on what it is given ("" for a check that can): the
+            report flags it and its tally counts it apart.
     """
 
     claim: str
@@ -84,6 +86,7 @@ class Rule:
     positive: Control | None
     negative: Control
     no_positive: str = ""
+    cannot_fail: str = ""
 
     def __post_init__(self) -> None:
         if self.claim not in PUBLISHED:

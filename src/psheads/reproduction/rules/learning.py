@@ -360,6 +360,8 @@ FAMILY: tuple[Rule, ...] = (
          f"every head's normalised entropy (1 = uniform) at initialisation ≥ {ENTROPY_HIGH} reproduces; partly when "
          "only each model's median is.", f"entropy {ENTROPY_HIGH}", EARLIER, entropy_grade,
          Control("uniform attention at initialisation", (1.0, [1.0, 1.0])),
-         Control("a trained model's heads", (0.05, [0.4, 0.5]))),
+         Control("a trained model's heads", (0.05, [0.4, 0.5])),
+         cannot_fail="any small-weight initialisation gives near-uniform attention, whatever the task or recipe: "
+                     "the check tests the initialiser, not paper B's learning dynamics"),
 )
 """The learning-dynamics rules, in the report's order."""
