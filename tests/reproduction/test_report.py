@@ -46,7 +46,8 @@ def test_report_measures_every_claim(built: report.Report) -> None:
     # the recipe section measures the length and placement claims again on psheads' own recipe
     again = [c for s in built.sections if s.key == "recipe" for c in s.claims]
     assert {c.published.claim for c in again} == {PUBLISHED[key].claim for key in (
-        "letter_length", "number_length", "number_positional_l0_l3", "number_symbolic_l4_l11", "letter_symbolic_1_11")}
+        "letter_length", "number_length", "letter_beyond_number",
+        "number_positional_l0_l3", "number_symbolic_l4_l11", "letter_symbolic_1_11")}
     assert all(c.measured.startswith("psheads' recipe") for c in again)
     assert len(summary) == len(PUBLISHED) + len(again) + len(NOT_TESTED)
     assert (summary["verdict"] != "not measured").all()  # the repository holds every stored table

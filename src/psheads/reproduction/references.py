@@ -174,6 +174,8 @@ PUBLISHED: dict[str, Published] = {
     "number_length": Published(PAPER_B, "figure 5B (read from the plot)", "the number model barely generalises "
                                "beyond its training length: accuracy ≈0.64 with 200 tokens added (L = 217) and ≈0.2 "
                                "with 1,000 (L = 1,017)", {200: 0.64, 1000: 0.2}),
+    "letter_beyond_number": Published(PAPER_B, "§3.6, figure 5B", "the letter model's length generalization far "
+                                      "exceeds the number model's"),
     "theory_decay": Published(PAPER_B, "§3.6 (figure 5A against 5B)", "the qualitative patterns of decay in the "
                               "trained models' length generalization closely resemble Theorem 3.2's bounds at their "
                               "angles"),
@@ -205,6 +207,8 @@ PUBLISHED: dict[str, Published] = {
                              "100; letter 0.96 at 12, 0.85 at 100)", PAPER_B_TABLE_3),
     "llm_thresholds": Published(PAPER_B, "§3.7", "for all tested models, the number task drops below 0.5 at 32 items "
                                 "and below 0.1 at 100; the letter task stays above 0.88 at 32 and above 0.65 at 100"),
+    "llm_letter_above_number": Published(PAPER_B, "§3.7, figures 5C–D (table 3)", "for every tested LLM, accuracy "
+                                         "on the letter task is consistently higher than on the number task"),
     "llm_early_late": Published(PAPER_A, "gemma-2-2b-it, binding task (a secondary summary of the ICLR version)",
                                 "median positional score is higher in the first half of the layers than in the second",
                                 (0.83, 0.56), found=False),

@@ -134,6 +134,12 @@ DEGENERATE: dict[str, list[Case]] = {
         ("no routing", {k: v for k, v in _positive("layer_1_geometry").items() if k != "routes"}, "no routes")],
     "letter_length": _length_curve("letter_length"),
     "number_length": _length_curve("number_length"),
+    "letter_beyond_number": [
+        ("empty", _positive("letter_beyond_number").iloc[:0], "no number or letter curve"),
+        ("no letter curve", _positive("letter_beyond_number").query("model == 'number'"), "no letter curve"),
+        ("all NaN", _positive("letter_beyond_number").assign(accuracy=NAN), "no length"),
+        ("no prompt counts", _positive("letter_beyond_number").drop(columns="n"), "no column n"),
+        ("both at the training length only", _positive("letter_beyond_number").query("length == 17"), "no length")],
     "theory_decay": _decay(),
     "margins": [("nothing", (), "no share"), ("all NaN", (NAN, NAN), "not finite"),
                 ("the symbolic share NaN", (1.0, NAN), "symbolic share not finite")],
@@ -152,6 +158,14 @@ DEGENERATE: dict[str, list[Case]] = {
                        ("no single kind", {"both": 1.0}, "no alone")],
     "llm_table_3": _llm_tables("llm_table_3"),
     "llm_thresholds": _llm_tables("llm_thresholds"),
+    "llm_letter_above_number": [
+        ("no model", {}, "no model"),
+        ("an empty table", {"a": _positive("llm_table_3")["GPT 5.4"].iloc[:0]}, "no window with both tasks"),
+        ("the letter task only", {"a": _positive("llm_table_3")["GPT 5.4"].query("task == 'llm-letter'")},
+         "no window with both tasks"),
+        ("NaN intervals", {"a": _positive("llm_table_3")["GPT 5.4"].assign(ci_low=NAN, ci_high=NAN)},
+         "no window with both tasks"),
+        ("no ci_low column", {"a": _positive("llm_table_3")["GPT 5.4"].drop(columns="ci_low")}, "no column ci_low")],
     "llm_early_late": [("nothing", (), "no interval"), ("all NaN", (NAN, NAN), "not finite"),
                        ("the upper bound NaN", (-0.5, NAN), "not finite")],
     "llm_correlation": [

@@ -73,3 +73,35 @@ def test_the_decay_rule_grades_and_reports_only_the_lengths_it_measured() -> Non
     assert decay_grade(points).detail == "number: ρ = 1.00 over 3 lengths"
     with_nan = pd.concat([points, pd.DataFrame([{**points.iloc[0], "length": 33, "accuracy": np.nan}])])
     assert decay_grade(with_nan).detail == "number: ρ = 1.00 over 3 lengths (not finite at 33 tokens, left out)"
+
+
+def _sampled(curves: pd.DataFrame, lengths: list[int], rng: np.random.Generator, n: int = 512) -> pd.DataFrame:
+    """Paper B's curves read at ``lengths`` (interpolated in log length) with the binomial noise of ``n`` prompts."""
+    from psheads.results import analysis
+
+    rows = []
+    for model, curve in curves.groupby("model"):
+        for length in lengths:
+            p = analysis.accuracy_at(curve, length)
+            if p is not None:
+                rows.append({"model": model, "length": length, "hops": "all", "n": n,
+                             "accuracy": rng.binomial(n, p) / n})
+    return pd.DataFrame(rows)
+
+
+def test_the_separation_rule_passes_paper_b_s_curves_with_sampling_noise_and_fails_the_nearest_null() -> None:
+    """§3.6's "the letter model far exceeds the number model": paper B's two figure-5B curves read at
+    psheads' lengths, 512 prompts each, reproduce in every draw; the number curve twice never does."""
+    from psheads.reproduction.rules.length_generalization import paper_curves, separation_grade
+
+    rng = np.random.default_rng(0)
+    lengths = [17, 33, 65, 145, 289, 529, 1041]
+    verdicts = [separation_grade(_sampled(paper_curves(), lengths, rng)).verdict for _ in range(200)]
+    assert verdicts.count("reproduces") == 200
+    number = paper_curves().query("model == 'number'")
+    same = pd.concat([number, number.assign(model="letter")])
+    nulls = [separation_grade(_sampled(same, lengths, rng)).verdict for _ in range(200)]
+    assert nulls.count("reproduces") == 0 and nulls.count("does not reproduce") >= 190
+    slightly = paper_curves().query("model == 'number'").assign(model="letter")
+    slightly["accuracy"] = (slightly["accuracy"] + 0.03).clip(upper=1.0)
+    assert separation_grade(pd.concat([number, slightly])).verdict == "does not reproduce"  # within the noise

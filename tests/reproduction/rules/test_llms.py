@@ -53,3 +53,16 @@ def test_the_correlation_rule_is_judged_against_the_metric_s_arc() -> None:
     assert llms.correlation_grade({"r": -0.99, "ci_high": -0.983, "n": 72}).verdict == "reproduces"
     assert llms.correlation_grade({"r": 0.2, "ci_high": 0.4, "n": 72}).verdict == "does not reproduce"
     assert llms.arc_null(72) == llms.arc_null(72)  # seeded
+
+
+def test_letter_above_number_is_graded_per_window_and_model() -> None:
+    """§3.7's "consistently higher": table 3 itself has one window in ten the other way (GPT 5.4 at 12
+    items), which the 90% allows; a model equally good at both, or better at numbers, fails."""
+    table = llms.table_3_tables()
+    assert llms.letter_above_grade(table).verdict == "reproduces"
+    assert "not at 12 items" in llms.letter_above_grade({"GPT 5.4": table["GPT 5.4"]}).detail
+    equal = _llm({12: 0.9, 32: 0.6, 100: 0.3}, {12: 0.9, 32: 0.6, 100: 0.3})
+    assert llms.letter_above_grade({"a": equal}).verdict == "does not reproduce"
+    half = _llm({12: 0.9, 32: 0.3, 100: 0.1}, {12: 0.9, 32: 0.6, 100: 0.3})
+    assert llms.letter_above_grade({"a": half}).verdict == "partly"  # 2 of 3 windows
+    assert llms.letter_above_grade({**table, "a": equal}).verdict == "does not reproduce"  # the weakest model

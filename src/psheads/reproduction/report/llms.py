@@ -56,7 +56,8 @@ def _llm_task_claims(config: ReportConfig) -> list[Claim]:
     tables = {model: pd.read_csv(config.data_folder / name) for model, name in LLM_TASK_TABLES.items()
               if (config.data_folder / name).is_file()}
     if not tables:
-        return [not_measured(key, "no stored LLM-task table") for key in ("llm_table_3", "llm_thresholds")]
+        return [not_measured(key, "no stored LLM-task table")
+                for key in ("llm_table_3", "llm_thresholds", "llm_letter_above_number")]
 
     def cell(table: pd.DataFrame, task: str, window: int) -> str:
         row = table[(table["task"] == task) & (table["window"] == window)]
@@ -66,4 +67,5 @@ def _llm_task_claims(config: ReportConfig) -> list[Claim]:
                          f"{cell(t, 'llm-number', 100)}, letter {cell(t, 'llm-letter', 12)} / "
                          f"{cell(t, 'llm-letter', 32)} / {cell(t, 'llm-letter', 100)} at 12 / 32 / 100 items"
                          for model, t in tables.items())
-    return [graded("llm_table_3", measured, tables), graded("llm_thresholds", measured, tables)]
+    return [graded("llm_table_3", measured, tables), graded("llm_thresholds", measured, tables),
+            graded("llm_letter_above_number", measured, tables)]

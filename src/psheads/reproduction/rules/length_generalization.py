@@ -82,6 +82,77 @@ def number_length_grade(curve: pd.DataFrame) -> Graded:
                             for length, value in published.items()))
 
 
+# ------------------------------------------------------------------------------- separation
+
+SEPARATION_Z = 1.96
+"""The letter model is above the number model at a length when the 95% interval of the difference
+(normal approximation, binomial standard errors) lies above 0."""
+FAR = 0.2
+"""*Far* exceeds: at some length the interval of the difference lies above 0.2 accuracy."""
+READY = 0.9
+"""A length where both models are still ≥ 90% accurate compares nothing: both generalise there."""
+PAPER_PROMPTS = 512
+"""Prompts per length assumed for paper B's figure 5B (it does not say): psheads' own count, so the
+paper's curve carries the sampling noise psheads' measurement carries."""
+
+
+def binomial_se(accuracy: float, n: float) -> float:
+    """The standard error of an accuracy measured on ``n`` prompts; at 0 or 1 it takes half a prompt
+    off the edge, so a perfect score still has an error."""
+    p = min(max(accuracy, 0.5 / n), 1 - 0.5 / n)
+    return float(np.sqrt(p * (1 - p) / n))
+
+
+def separation(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per length past the training prompt where both models' all-hops accuracy is measured
+    (``model, length, hops, accuracy, n``) and at least one is below ``READY``: letter − number
+    accuracy and its 95% interval."""
+    rows = []
+    part = curves[curves["hops"].astype(str) == "all"]
+    wide = {model: part[part["model"] == model].groupby("length")[["accuracy", "n"]].mean()
+            for model in ("number", "letter")}
+    for length in sorted(set(wide["number"].index) & set(wide["letter"].index)):
+        (number, n_number), (letter, n_letter) = wide["number"].loc[length], wide["letter"].loc[length]
+        if length <= PROMPT_LENGTH or min(number, letter) >= READY:
+            continue
+        se = float(np.hypot(binomial_se(letter, n_letter), binomial_se(number, n_number)))
+        gap = letter - number
+        rows.append({"length": int(length), "letter": letter, "number": number, "letter − number": gap,
+                     "ci_low": gap - SEPARATION_Z * se, "ci_high": gap + SEPARATION_Z * se})
+    return pd.DataFrame(rows, columns=["length", "letter", "number", "letter − number", "ci_low", "ci_high"])
+
+
+def separation_grade(curves: pd.DataFrame) -> Graded:
+    """§3.6's "far exceeds": at every length graded by ``separation`` the difference's interval lies
+    above 0, and at one above ``FAR`` (reproduces); above 0 at half of them (partly). Curves without
+    both models, an ``n`` per length, or a length to compare are *not measured*."""
+    if missing := missing_columns(curves, ("model", "length", "hops", "accuracy", "n")):
+        return not_measured(missing)
+    absent = [model for model in ("number", "letter") if model not in set(curves["model"])]
+    if absent:
+        return not_measured(f"no {' or '.join(absent)} curve")
+    finite_rows = curves[np.isfinite(curves["accuracy"].astype(float)) & np.isfinite(curves["n"].astype(float))
+                         & (curves["n"].astype(float) > 0)]
+    table = separation(finite_rows)
+    if table.empty:
+        return not_measured("no length past the training prompt where both models are measured and one is below "
+                            f"{READY:.0%}")
+    above = table["ci_low"] > 0
+    far = bool((table["ci_low"] > FAR).any())
+    verdict: Verdict = ("reproduces" if above.all() and far else "partly" if 2 * above.sum() >= len(table)
+                        else "does not reproduce")
+    widest = table.iloc[int(np.argmax(table["letter − number"].to_numpy()))]
+    return Graded(verdict, f"letter above number beyond the 95% interval at {int(above.sum())} of {len(table)} "
+                  f"lengths; largest gap {widest['letter − number']:.3f} (interval from {widest['ci_low']:.3f})")
+
+
+def paper_curves() -> pd.DataFrame:
+    """Both of paper B's figure 5B curves (``figure_5b_curve``) as one ``model, length, hops, accuracy,
+    n`` frame, at ``PAPER_PROMPTS`` prompts per length."""
+    return pd.concat([figure_5b_curve(task).assign(model=task, n=PAPER_PROMPTS) for task in ("number", "letter")],
+                     ignore_index=True)
+
+
 def _flat(value: float, lengths: Sequence[int] = (17, 65, 145, 529, 1041)) -> pd.DataFrame:
     return pd.DataFrame({"length": list(lengths), "hops": "all", "accuracy": value})
 
@@ -135,6 +206,12 @@ def decay_grade(points: pd.DataFrame) -> Graded:
     return Graded(worst(verdicts), "; ".join(texts) or "no model")
 
 
+def _same_curve(curves: pd.DataFrame) -> pd.DataFrame:
+    """Both models on the number model's curve: the nearest null of the separation."""
+    number = curves[curves["model"] == "number"]
+    return pd.concat([number, number.assign(model="letter")], ignore_index=True)
+
+
 def _decay_control(curve: pd.DataFrame) -> pd.DataFrame:
     return decay_points(curve.assign(model="number"))
 
@@ -157,6 +234,16 @@ FAMILY: tuple[Rule, ...] = (
          f"±{NUMBER_LENGTH_TOLERANCE} accuracy", ISSUE_36 + ": read at L = x + 17", number_length_grade,
          Control("figure 5B's number curve", figure_5b_curve("number")),
          Control("a model that generalises perfectly", _flat(1.0))),
+    Rule("letter_beyond_number",
+         f"at every length past the 17-token prompt where both models are measured and one is below {READY:.0%} "
+         f"accuracy, the letter model's accuracy is above the number model's beyond the 95% interval of the "
+         f"difference (binomial errors), and at one of them the interval lies above {FAR} (reproduces); above at "
+         "half of those lengths (partly). Paper B's curves are taken at 512 prompts per length.",
+         f"the difference's 95% interval above 0, and above {FAR} once",
+         "new: a claim of §3.6 no rule graded; written with psheads' curves known (the letter model above the "
+         "number model at every length from 65 tokens on)", separation_grade,
+         Control("figure 5B's two curves", paper_curves()),
+         Control("both models on figure 5B's number curve", _same_curve(paper_curves()))),
     Rule("theory_decay",
          f"within each model, Spearman's ρ between Theorem 3.2's upper bound at that model's angle (figure 5A) and its "
          f"accuracy over the lengths where the Retrieval bound holds (L − 1 < ω/(2θ) ≈ 145): ≥ {DECAY_CORRELATION[0]} "
