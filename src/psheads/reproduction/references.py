@@ -193,8 +193,8 @@ PUBLISHED: dict[str, Published] = {
                                   "Theorem 3.1's Index construction", {"plane": 2, "distance": 2}),
     "figure_5a": Published(PAPER_B, "figure 5A", "Theorem 3.2's bounds for n ≤ 100 at the angles of each trained "
                            "model's second layer: θ₂ = 0.8 (Index, frequency ID 2) falls towards 0, θ₄₂ = 0.0027 with "
-                           "|ALPH| = 8 (Retrieval, frequency ID 42) stays bounded away from 0 (table 1's second layer, "
-                           "layer 1, has IDs 2 and 32; ID 42 is the letter model's layer 2)",
+                           "|ALPH| = 8 (Retrieval, frequency ID 42) stays bounded away from 0 (IDs 2 and 42 are "
+                           "table 1's layer 2; layer 1 has 2 and 32)",
                            {"index": (0.8, 2), "retrieval": (0.0027, 42)}),
     "index_fast": Published(PAPER_A, "canonical tasks (a secondary summary: theorems 2–3)", "Index needs rotating "
                             "(fast) planes", found=False),

@@ -38,9 +38,9 @@ def test_a_claim_whose_source_was_not_found_gets_no_verdict() -> None:
     claim = report.graded("llm_early_late", "m", (-0.5, -0.1))
     assert claim.verdict == "unverified" and "the rule gives reproduces" in claim.reason
     assert "unverified: source not found" in claim.published.locator
-    other = report.graded("figure_5a", "m", {"number": 2.0, "letter": 32.0}, comparable="a different model")
+    other = report.graded("figure_5a", "m", {"number": 2.0, "letter": 42.0}, comparable="a different model")
     assert other.verdict == "not comparable" and "a different model" in other.reason
-    assert "positive (table 1's layer 1): reproduces" in other.controls
+    assert "positive (table 1's layer 2): reproduces" in other.controls
     assert PUBLISHED["margins"].locator.startswith("psheads' prediction")
 
 

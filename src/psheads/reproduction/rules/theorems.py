@@ -23,7 +23,7 @@ from psheads.reproduction.rules.base import (
     missing_numbers,
     not_measured,
 )
-from psheads.reproduction.rules.frequencies import FREQUENCY_ID_TOLERANCE, UNIFORM_ID
+from psheads.reproduction.rules.frequencies import FREQUENCY_ID_TOLERANCE, UNIFORM_ID, id_agrees
 
 FIGURE_5A_N = 100
 """Figure 5A's range of n."""
@@ -100,16 +100,22 @@ def _bounds_table(shift: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+FIGURE_5A_LAYER = 2
+"""The layer whose angles figure 5A's caption uses: θ₂ = 0.8 and θ₄₂ = 0.0027 are table 1's IDs at
+layer 2 (number 2, letter 42; layer 1's are 2 and 32)."""
+
+
 def figure_5a_grade(measured: Mapping[str, float]) -> Graded:
-    """Figure 5A's "second layer" is layer 1: each model's layer-1 frequency ID (paper B's
-    softmax definition, table 1's quantity) within ``FREQUENCY_ID_TOLERANCE`` of table 1's layer 1.
+    """Figure 5A's angles are table 1's layer 2 (``FIGURE_5A_LAYER``): each model's layer-2 frequency ID
+    (paper B's softmax definition, table 1's quantity) agrees with table 1's layer 2 as table 1's rule
+    has it (``frequencies.id_agrees``: within the tolerance and nearer it than the uniform ID).
     Without both models' IDs, or with one that is not finite, it is *not measured*."""
-    published = {task: PAPER_B_TABLE_1[task][1] for task in ("number", "letter")}
+    published = {task: PAPER_B_TABLE_1[task][FIGURE_5A_LAYER] for task in ("number", "letter")}
     if set(measured) != set(published):
         return not_measured("both models are needed")
     if missing := missing_numbers(measured, tuple(published)):
         return not_measured(missing)
-    close = {task: abs(measured[task] - value) <= FREQUENCY_ID_TOLERANCE for task, value in published.items()}
+    close = {task: id_agrees(measured[task], value) for task, value in published.items()}
     return Graded("reproduces" if all(close.values()) else "partly" if any(close.values()) else "does not reproduce",
                   ", ".join(f"{task} {measured[task]:.1f} (table 1: {published[task]})" for task in published))
 
@@ -131,13 +137,17 @@ FAMILY: tuple[Rule, ...] = (
          theorem_3_2_grade, Control("the closed forms themselves", _bounds_table(0.0)),
          Control("worst cases 0.05 above the bound", _bounds_table(0.05))),
     Rule("figure_5a",
-         f"figure 5A's \"second layer\" is layer 1: each model's layer-1 frequency ID (paper B's softmax definition, "
-         f"table 1's quantity) within ±{FREQUENCY_ID_TOLERANCE} IDs of table 1's layer 1 (number 2, letter 32); both "
-         "reproduce, one partly. The curves themselves are closed forms, computed, not judged.",
+         f"figure 5A's angles (θ₂ = 0.8, θ₄₂ = 0.0027) are table 1's layer {FIGURE_5A_LAYER}, as its caption and §3.6 "
+         f"say: each model's layer-{FIGURE_5A_LAYER} frequency ID (paper B's softmax definition, table 1's quantity) "
+         f"within ±{FREQUENCY_ID_TOLERANCE} IDs of table 1's layer {FIGURE_5A_LAYER} (number 2, letter 42) and nearer "
+         f"it than the uniform {UNIFORM_ID}; both reproduce, one partly. The curves themselves are closed forms, "
+         "computed, not judged.",
          f"±{FREQUENCY_ID_TOLERANCE} IDs",
-         ISSUE_36 + ": layer 1 against ID 32, the same quantity as table 1 (ID 42, the angle figure 5A uses, is table "
-         "1's layer 2)", figure_5a_grade,
-         Control("table 1's layer 1", {task: PAPER_B_TABLE_1[task][1] for task in ("number", "letter")}),
+         ISSUE_36 + ": layer 1 against ID 32, the same quantity as table 1. Re-fixed at layer 2, where the "
+         "caption's ID 42 is (layer 1's ID 32 is the uniform null's own neighbourhood: the uniform 32.5 passed for "
+         "the letter model); written with the measured layer-1 and layer-2 IDs known", figure_5a_grade,
+         Control(f"table 1's layer {FIGURE_5A_LAYER}",
+                 {task: PAPER_B_TABLE_1[task][FIGURE_5A_LAYER] for task in ("number", "letter")}),
          Control(f"every plane used equally (ID {UNIFORM_ID})", {"number": UNIFORM_ID, "letter": UNIFORM_ID})),
 )
 """The theory rules, in the report's order."""
