@@ -172,7 +172,9 @@ DEGENERATE: dict[str, list[Case]] = {
         ("nothing", {}, "no r, ci_high, n"),
         ("all NaN", {"r": NAN, "ci_high": NAN, "n": NAN}, "not finite"),
         ("r NaN", {**_positive("llm_correlation"), "r": NAN, "ci_high": NAN}, "r, ci_high not finite"),
-        ("two heads", {"r": -1.0, "ci_high": -1.0, "n": 2}, "2 heads")],
+        ("two heads", {"r": -1.0, "ci_high": -1.0, "n": 2}, "2 heads"),
+        ("no per-head scores", {"r": -1.0, "ci_high": -1.0, "n": 64}, "no per-head scores"),
+        ("a NaN head", {**_positive("llm_correlation"), "positional": [NAN] * 64}, "not one finite pair")],
 }
 """Per claim: degenerate inputs of that rule's measurement type, and what the detail must name."""
 

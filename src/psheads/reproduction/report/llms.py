@@ -38,9 +38,13 @@ def llm_section(runs: list[Run], config: ReportConfig) -> Section:
                                  f"[{low:.3f}, {high:.3f}]", (low, high), comparable=other_model))
     r = correlation[(correlation["prompts"] == "natural") & (correlation["method"] == "swap")
                     & (correlation["layer_kind"] == "all")].iloc[0]
+    heads = scores[(scores["prompts"] == "natural") & (scores["method"] == "swap")] if scores is not None \
+        and {"prompts", "method"} <= set(scores.columns) else None
     section.claims.append(graded("llm_correlation", f"r = {r['r']:.3f} over {int(r['n'])} heads (95% CI "
                                  f"{r['ci_low']:.3f} to {r['ci_high']:.3f})",
-                                 {"r": float(r["r"]), "ci_high": float(r["ci_high"]), "n": int(r["n"])},
+                                 {"r": float(r["r"]), "ci_high": float(r["ci_high"]), "n": int(r["n"]),
+                                  **({"positional": heads["positional"].tolist(),
+                                      "symbolic": heads["symbolic"].tolist()} if heads is not None else {})},
                                  comparable=other_model))
     if scores is not None:
         natural = scores[(scores["prompts"] == "natural") & (scores["method"] == "swap")] \
