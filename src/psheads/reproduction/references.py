@@ -153,9 +153,11 @@ PUBLISHED: dict[str, Published] = {
                                       "layer pure positional", tuple(range(1, 12))),
     "index_flow": Published(PAPER_B, "§3.2, figure 3A", "number model, 4 hops: layer 0 maximally attends from the "
                             "last hop's number to its letter and copies it; layer 1 does so on the hop before; at the "
-                            "last token layers 1 and 2 attend at the distance it holds, layer 3 copies, and later "
-                            "layers only propagate", {"last_hop": (0,), "previous_hop": (1,), "query_hop": (1, 2),
-                                               "propagate": tuple(range(4, 12))}),
+                            "last token layers 1 and 2 attend at the distance it holds, and layer 3 copies",
+                            {"last_hop": (0,), "previous_hop": (1,), "query_hop": (1, 2)}),
+    "index_flow_propagate": Published(PSHEADS, "psheads' reading of §3.2's \"from there on … information only needs "
+                                      "to be propagated\" (paper B's words name no layer)", "number model, 4 hops: "
+                                      "layers 4–11 follow no Index hop", tuple(range(4, 12))),
     "purity_gamma": Published(PAPER_B, "figure 7", "the cumulative counts of pure heads keep their shape for "
                               "γ = 0.1 and γ = 0.05 (a small shift; number model: positional 4 → 2, symbolic 8 → 7)",
                               {"positional": (4, 2), "symbolic": (8, 7)}),

@@ -52,9 +52,17 @@ def _index_flow() -> list[Case]:
     return [("empty", good.head(0), "no Index hop"),
             ("all NaN", good.assign(maximal=NAN), "no Index hop"),
             ("no maximal column", good.drop(columns="maximal"), "no column maximal"),
-            ("layers 4-11 missing", good[good["layer"] < 4], "layers 4–11 not measured"),
             ("one-hop prompts only: no hop before the last", learning._flow(learning._figure_3a, hops=1),
              "no previous hop")]
+
+
+def _propagation() -> list[Case]:
+    good = _positive("index_flow_propagate")
+    return [("empty", good.head(0), "no Index hop"),
+            ("all NaN", good.assign(maximal=NAN), "no Index hop"),
+            ("no layer column", good.drop(columns="layer"), "no column layer"),
+            ("layers 4-11 missing", good[good["layer"] < 4], "layers 4–11 not measured"),
+            ("layer 11 missing", good[good["layer"] < 11], "layers 11 not measured")]
 
 
 def _frequency_id(task: str) -> list[Case]:
@@ -109,6 +117,7 @@ DEGENERATE: dict[str, list[Case]] = {
     "number_symbolic_l4_l11": _placement("number_symbolic_l4_l11"),
     "letter_symbolic_1_11": _placement("letter_symbolic_1_11"),
     "index_flow": _index_flow(),
+    "index_flow_propagate": _propagation(),
     "purity_gamma": [
         ("no run", [], "no run"),
         ("no pure head at gamma 0.1", [{0.1: {"positional": 0, "symbolic": 0}, 0.05: {"positional": 0, "symbolic": 0}}],

@@ -65,6 +65,7 @@ from psheads.reproduction.rules.learning import (  # noqa: F401
     HOP_TRAIL,
     INDEX_FLOW_PARTS,
     PLACEMENT_BAND,
+    PROPAGATION_SHARE,
     PURE_FIRST,
     STAIRCASE,
     TOGETHER,
@@ -77,6 +78,7 @@ from psheads.reproduction.rules.learning import (  # noqa: F401
     hop_leads,
     index_flow_grade,
     placement,
+    propagation_grade,
 )
 from psheads.reproduction.rules.length_generalization import (  # noqa: F401
     DECAY_CORRELATION,
