@@ -86,10 +86,15 @@ def _length_curve(claim: str) -> list[Case]:
 
 def _decay() -> list[Case]:
     good = _positive("theory_decay")
-    return [("empty", good.iloc[:0], "no model"),
+    number = good["model"] == "number"
+    return [("empty", good.iloc[:0], "number: 0 lengths, too few"),
             ("all NaN", good.assign(accuracy=NAN), "too few"),
-            ("NaN leaves two lengths", good.assign(accuracy=good["accuracy"].where(good.index < 2)), "too few"),
-            ("no bound column", good.drop(columns="upper bound"), "no column upper bound")]
+            ("NaN leaves the number model two lengths",
+             good.assign(accuracy=good["accuracy"].where(~number | (good["length"] < 60))), "too few"),
+            ("no letter length", good[number], "no length both models measure"),
+            ("no prompt counts", good.assign(n=NAN), "too few"),
+            ("no bound column", good.drop(columns="upper bound"), "no column upper bound"),
+            ("no n column", good.drop(columns="n"), "no column n")]
 
 
 def _bounds() -> list[Case]:
