@@ -99,6 +99,9 @@ def render_html(report: Report) -> str:
              f"{report.context['timings (s)']['total']:.0f} s. Papers: A — {html.escape(PAPER_A.citation())}; "
              f"B — {html.escape(PAPER_B.citation())}.</p>",
              "<h2 id='summary'>Summary</h2>"]
+    if "rules" in report.context:
+        parts.append(f"<p>Rules of commit {html.escape(report.context['rules']['commit'])}. "
+                     f"{html.escape(report.context['rules']['pre-registration'])}</p>")
     summary = report.summary()
     tally = report.tally()
     head = "".join(f"<th>{_badge(v)}</th>" for v in VERDICT_COLORS) + "<th>checks that cannot fail</th>"

@@ -12,13 +12,13 @@ from torch import Tensor
 
 from psheads.reproduction.references import PAPER_B_TABLE_1, PUBLISHED
 from psheads.reproduction.rules.base import (
-    EARLIER,
-    ISSUE_36,
+    CONTROLS,
     Control,
     Graded,
     Rule,
     Verdict,
     finite,
+    fixed,
     missing_numbers,
     not_measured,
 )
@@ -155,8 +155,10 @@ FAMILY: tuple[Rule, ...] = (
            f"table 1 than {UNIFORM_ID}. Reproduces when every graded layer agrees, partly when at least "
            f"{FREQUENCY_ID_BAND:.0%} do; no graded layer is inconclusive.",
            f"±{FREQUENCY_ID_TOLERANCE} IDs (an eighth of the 64 planes, a factor 10000^(16/128) ≈ 3.2 in angle)",
-           EARLIER + "; re-fixed against the nearest null: a constant near-uniform ID (33.5–37) got partly on the "
-           "letter model, whose measured layers all lie within 4.7 IDs of uniform (written with them known)",
+           fixed(("8ee2c2b", "±8 IDs per layer, 75% of layers"),
+                 ("11db4a5", "against the nearest null: a constant near-uniform ID (33.5–37) got partly on the letter "
+                             "model, whose measured layers all lie within 4.7 IDs of uniform (written with them "
+                             "known)")),
            frequency_id(PAPER_B_TABLE_1[task]),
            Control("table 1 itself", list(PAPER_B_TABLE_1[task])),
            Control(f"a constant near-uniform ID ({NEAR_UNIFORM_NULL} in every layer)", [NEAR_UNIFORM_NULL] * 12))
@@ -166,7 +168,8 @@ FAMILY: tuple[Rule, ...] = (
          f"the median R² of one sinusoid in the key's distance ≥ {ALIGNED_FIT}, (2) its median peak rounds to distance "
          f"2, (3) the plane's own largest logit is on the key the head attends to most in ≥ {ROUTES:.0%} of prompts. "
          "All three reproduce, two partly.", f"±{GEOMETRY_PLANE_TOLERANCE} ID, R² {ALIGNED_FIT}, ±0.5 token",
-         ISSUE_36 + ": ±8 IDs covered the whole fast band, and routing was context, not part of the rule",
+         fixed(("6b9061c", "the first rule, ±8 IDs"),
+               (CONTROLS, "±1 ID: ±8 covered the whole fast band; routing made part of the rule")),
          geometry_grade, Control("Theorem 3.1's Index construction on plane 2, distance 2", _index_construction()),
          Control("random logits on plane 40", _random_geometry())),
 )

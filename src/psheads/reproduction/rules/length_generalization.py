@@ -11,11 +11,12 @@ import pandas as pd
 
 from psheads.reproduction.references import PAPER_B_FIGURE_5B, PUBLISHED
 from psheads.reproduction.rules.base import (
-    ISSUE_36,
+    CONTROLS,
     Control,
     Graded,
     Rule,
     Verdict,
+    fixed,
     missing_columns,
     not_measured,
 )
@@ -280,7 +281,8 @@ FAMILY: tuple[Rule, ...] = (
          f"the letter model's reach (≥ 90%) within a factor {LETTER_LENGTH_BANDS[0]:g} of 850 + 17 = 867 tokens "
          f"reproduces, within a factor {LETTER_LENGTH_BANDS[1]:g} partly.",
          f"a factor {LETTER_LENGTH_BANDS[0]:g} in length",
-         ISSUE_36 + ": figure 5B's x counts the added tokens, so 850 is L = 867", letter_length_grade,
+         fixed(("8ee2c2b", "factors 1.25 and 2"), (CONTROLS, "figure 5B's x counts the added tokens, so 850 is "
+                                                                     "L = 867")), letter_length_grade,
          Control("figure 5B's letter curve", figure_5b_curve("letter")),
          Control("a model that collapses past its training length", _flat(0.3).assign(
              accuracy=[1.0, 0.3, 0.3, 0.3, 0.3]))),
@@ -288,7 +290,8 @@ FAMILY: tuple[Rule, ...] = (
          f"at figure 5B's reading points (x = 200 and 1,000, so L = 217 and 1,017) within ±{NUMBER_LENGTH_TOLERANCE} "
          "of the paper's value: reproduces at both, partly at one; a model that generalises better fails as well. "
          "Between measured lengths the curve is interpolated linearly in log length.",
-         f"±{NUMBER_LENGTH_TOLERANCE} accuracy", ISSUE_36 + ": read at L = x + 17", number_length_grade,
+         f"±{NUMBER_LENGTH_TOLERANCE} accuracy", fixed(("8ee2c2b", "±0.15"), (CONTROLS, "read at L = x + 17")),
+         number_length_grade,
          Control("figure 5B's number curve", figure_5b_curve("number")),
          Control("a model that generalises perfectly", _flat(1.0))),
     Rule("letter_beyond_number",
@@ -297,8 +300,8 @@ FAMILY: tuple[Rule, ...] = (
          f"difference (binomial errors), and at one of them the interval lies above {FAR} (reproduces); above at "
          "half of those lengths (partly). Paper B's curves are taken at 512 prompts per length.",
          f"the difference's 95% interval above 0, and above {FAR} once",
-         "new: a claim of §3.6 no rule graded; written with psheads' curves known (the letter model above the "
-         "number model at every length from 65 tokens on)", separation_grade,
+         fixed(("1e674d0", "a claim of §3.6 no rule graded, written with psheads' curves known (the letter model "
+                           "above the number model at every length from 65 tokens on)")), separation_grade,
          Control("figure 5B's two curves", paper_curves()),
          Control("both models on figure 5B's number curve", _same_curve(paper_curves()))),
     Rule("theory_decay",
@@ -310,10 +313,11 @@ FAMILY: tuple[Rule, ...] = (
          f"{DECAY_SE:g} standard errors. Both reproduce; one failing, partly beside the other, else does not; a drop "
          f"or gap within the noise is inconclusive; fewer than {MIN_DECAY_POINTS} number-model lengths not measured.",
          f"{DECAY_SE:g} standard errors; ρ {DECAY_CORRELATION[0]}",
-         ISSUE_36 + ": per model; pooling both models let the gap between them drive ρ. Re-fixed noise-aware: ρ "
-         "over a letter curve at its ceiling ranked sampling noise (paper B's own curves, read at psheads' lengths "
-         "with 512-prompt noise, got 'does not reproduce' 11% of the time and 'reproduces' 38%); written with "
-         "psheads' curves known", decay_grade,
+         fixed(("6b9061c", "ρ ≥ 0.8 over both models pooled"),
+               (CONTROLS, "per model: pooling let the gap between the models drive ρ"),
+               ("0a132eb", "noise-aware: ρ over a letter curve at its ceiling ranked sampling noise (paper B's own "
+                           "curves, read at psheads' lengths with 512-prompt noise, got 'does not reproduce' 11% of "
+                           "the time, 'reproduces' 38%); written with psheads' curves known")), decay_grade,
          Control("figure 5B's two curves at 512 prompts per length, against their bounds", _decay_control(
              paper_curves())),
          Control("both models at the ceiling, with 512-prompt sampling noise", decay_points(_ceiling()))),

@@ -12,13 +12,13 @@ import pandas as pd
 
 from psheads.reproduction.references import PAPER_B_TABLE_3_RUNS
 from psheads.reproduction.rules.base import (
-    EARLIER,
-    ISSUE_36,
+    CONTROLS,
     Control,
     Graded,
     Rule,
     Verdict,
     finite,
+    fixed,
     missing_columns,
     missing_numbers,
     not_measured,
@@ -288,26 +288,29 @@ FAMILY: tuple[Rule, ...] = (
          f"task at ≥ {LETTER_HOLDS:.0%} of its {LLM_SHORT}-item accuracy reproduces; the interval above alone is "
          "partly. Over the models: all reproduce, or at least one (partly).",
          f"{LETTER_HOLDS:.0%} of the letter task's start",
-         ISSUE_36 + ": per model, and only where the number task can collapse", table_3_grade,
+         fixed(("047bdc0", "read at 100 items"), (CONTROLS, "per model, and only where the number task can "
+                                                                   "collapse")), table_3_grade,
          Control("table 3: GPT 5.4, GPT 5.5, Claude Sonnet 3.7", table_3_tables()),
          Control("a model equally good at both tasks", _flat_llm(0.6))),
     Rule("llm_thresholds",
          f"per model whose number task is solved at {LLM_SHORT} items: number < 0.5 at 32 items and < 0.1 at 100, "
          "letter ≥ 0.88 at 32 and ≥ 0.65 at 100; all four reproduce, half partly.", "the paper's own thresholds",
-         ISSUE_36,
+         fixed((CONTROLS, "§3.7's own thresholds")),
          thresholds_grade, Control("table 3: GPT 5.4, GPT 5.5, Claude Sonnet 3.7", table_3_tables()),
          Control("a model equally good at both tasks", _flat_llm(0.6))),
     Rule("llm_letter_above_number",
          f"per model, the letter task's 95% interval lies above the number task's at ≥ {LETTER_ABOVE[0]:.0%} of the "
          f"windows measured (reproduces), at ≥ {LETTER_ABOVE[1]:.0%} (partly); the claim takes the weakest model. "
          "Every model is graded, solved number task or not.", f"{LETTER_ABOVE[0]:.0%} of the windows",
-         "new: a claim of §3.7 no rule graded; its 90% calibrated on table 3 itself, where GPT 5.4's letter task is "
-         "below its number task at 12 items; written with the zoo LLMs' tables known", letter_above_grade,
+         fixed(("1e674d0", "a claim of §3.7 no rule graded; its 90% calibrated on table 3 itself, where GPT 5.4's "
+                           "letter task is below its number task at 12 items; written with the zoo LLMs' tables "
+                           "known")), letter_above_grade,
          Control("table 3: GPT 5.4, GPT 5.5, Claude Sonnet 3.7", table_3_tables()),
          Control("a model equally good at both tasks", _flat_llm(0.6))),
     Rule("llm_early_late", "a late − early interval of the median positional score below 0 is the paper's direction; "
          "containing 0, inconclusive; above 0, does not reproduce.", "the 95% interval's sign",
-         EARLIER + "; layers resampled as clusters since issue 36", early_late_grade, None,
+         fixed(("c7a038a", "the interval's sign"), (CONTROLS, "layers resampled as clusters")), early_late_grade,
+         None,
          Control("no difference between early and late layers", (-0.1, 0.1)),
          no_positive="paper A publishes no interval, and its values' source was not found"),
     Rule("llm_correlation",
@@ -315,9 +318,9 @@ FAMILY: tuple[Rule, ...] = (
          f"√(s_POS² + s_SYM²) and gets an angle uniform over the arc the measured heads span ({ARC_DRAWS} draws), "
          "reproduces; r < 0 within the null's range is inconclusive; r ≥ 0 does not reproduce.",
          "the radius-keeping null's 2.5% quantile",
-         ISSUE_36 + ": against the metric's null; a one-sided r < 0 passed random heads on the arc (r ≈ −0.92). "
-         "Re-fixed against the nearest null: mixed heads on a narrow arc gave r ≈ −0.99 and passed the quarter-arc "
-         "null; written with Gemma's r known", correlation_grade,
+         fixed((CONTROLS, "against the metric's null: a one-sided r < 0 passed random heads on the arc (r ≈ −0.92)"),
+               ("c5fe381", "against the nearest null: mixed heads on a narrow arc gave r ≈ −0.99 and passed the "
+                           "quarter-arc null; written with Gemma's r known")), correlation_grade,
          Control("heads split between pure positional and pure symbolic (r = −1)", _two_clusters()),
          Control("every head mixed, on a narrow arc (r ≈ −0.99)", _narrow_arc())),
 )

@@ -13,12 +13,13 @@ import pandas as pd
 
 from psheads.reproduction.references import PAPER_B_TABLE_1, PUBLISHED
 from psheads.reproduction.rules.base import (
-    EARLIER,
-    ISSUE_36,
+    CONTROLS,
+    FIRST_REPORT,
     Control,
     Graded,
     Rule,
     finite,
+    fixed,
     missing_columns,
     missing_numbers,
     not_measured,
@@ -123,7 +124,8 @@ def figure_5a_grade(measured: Mapping[str, float]) -> Graded:
 # ------------------------------------------------------------------------------------ the family
 
 FAMILY: tuple[Rule, ...] = (
-    Rule("theorem_3_1", "accuracy 1 at every length up to n0, both constructions.", "none: exact", EARLIER,
+    Rule("theorem_3_1", "accuracy 1 at every length up to n0, both constructions.", "none: exact",
+         fixed((FIRST_REPORT, "")),
          theorem_3_1_grade, Control("the theorem's statement: every cell exact", [1.0] * 8),
          Control("a construction read past its n0", [1.0, 1.0, 0.8, 0.5]),
          cannot_fail="the constructions are psheads' own, built to satisfy the theorem: it fails only on a bug in "
@@ -133,7 +135,7 @@ FAMILY: tuple[Rule, ...] = (
          "under both readings of n (the statement's input length n = L, and n = L − 1, the farthest key's distance, "
          "which the derivation yields), each where its n > 1 as the statement asks: reproduces under both, partly "
          "under one (named).",
-         f"float rounding ({BOUND_SLACK:g})", ISSUE_36 + ": upper bound only, both readings shown",
+         f"float rounding ({BOUND_SLACK:g})", fixed((CONTROLS, "upper bound only, both readings shown")),
          theorem_3_2_grade, Control("the closed forms themselves", _bounds_table(0.0)),
          Control("worst cases 0.05 above the bound", _bounds_table(0.05))),
     Rule("figure_5a",
@@ -143,9 +145,9 @@ FAMILY: tuple[Rule, ...] = (
          f"it than the uniform {UNIFORM_ID}; both reproduce, one partly. The curves themselves are closed forms, "
          "computed, not judged.",
          f"±{FREQUENCY_ID_TOLERANCE} IDs",
-         ISSUE_36 + ": layer 1 against ID 32, the same quantity as table 1. Re-fixed at layer 2, where the "
-         "caption's ID 42 is (layer 1's ID 32 is the uniform null's own neighbourhood: the uniform 32.5 passed for "
-         "the letter model); written with the measured layer-1 and layer-2 IDs known", figure_5a_grade,
+         fixed((CONTROLS, "layer 1 against ID 32, the same quantity as table 1"),
+               ("da2749e", "layer 2, where the caption's ID 42 is (at layer 1 the uniform 32.5 passed the letter "
+                           "model); written with the measured layer-1 and layer-2 IDs known")), figure_5a_grade,
          Control(f"table 1's layer {FIGURE_5A_LAYER}",
                  {task: PAPER_B_TABLE_1[task][FIGURE_5A_LAYER] for task in ("number", "letter")}),
          Control(f"every plane used equally (ID {UNIFORM_ID})", {"number": UNIFORM_ID, "letter": UNIFORM_ID})),
