@@ -68,13 +68,14 @@ def test_every_rule_names_the_commits_that_fixed_it() -> None:
     import subprocess
     from pathlib import Path
 
-    entry = re.compile(r"commit [0-9a-f]{7}(: .+)?")
+    entry = re.compile(r"(commit [0-9a-f]{7}|this change)(: .+)?")  # 'this change' until the next commit names it
     commits = set()
     for key, rule in rules.RULES.items():
         assert "issue" not in rule.fixed.lower() and not re.search(r"20\d\d-\d\d", rule.fixed), key
-        for part in re.split(r"; (?=commit )", rule.fixed):
+        for part in re.split(r"; (?=commit |this change)", rule.fixed):
             assert entry.fullmatch(part), (key, part)
-            commits.add(part.split()[1].rstrip(":"))
+            if part.startswith("commit "):
+                commits.add(part.split()[1].rstrip(":"))
     assert "do not pre-register" not in rules.PRE_REGISTRATION and "No threshold was pre-registered" in \
         rules.PRE_REGISTRATION
     root = Path(__file__).resolve().parents[3]

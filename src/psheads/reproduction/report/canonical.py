@@ -35,9 +35,9 @@ def canonical_section(runs: list[Run], config: ReportConfig) -> Section:
     index = {band: at("index", band) for band in ("fast", "slow", "zero")}
     section.claims.append(graded("index_fast", f"Index: fast planes {index['fast']:.3f}, slow {index['slow']:.3f}, "
                                  f"zero {index['zero']:.3f}", index))
-    retrieval = {band: at("retrieval", band) for band in ("slow", "zero")}
+    retrieval = {band: at("retrieval", band) for band in ("slow", "zero", "fast")}
     section.claims.append(graded("retrieval_slow", f"Retrieval: slow {retrieval['slow']:.3f}, zero "
-                                 f"{retrieval['zero']:.3f}", retrieval))
+                                 f"{retrieval['zero']:.3f}, fast {retrieval['fast']:.3f}", retrieval))
     # np.max, not max: a missing band (NaN) must stay NaN, whatever its place
     induction = {"both": float(np.max([at("partial-induction", "fast+zero"), at("partial-induction", "middle+zero")])),
                  "alone": float(np.max([at("partial-induction", "fast"), at("partial-induction", "zero")]))}

@@ -53,8 +53,11 @@ PRE_REGISTRATION = ("No threshold was pre-registered: each was written with pshe
 
 
 def fixed(*entries: tuple[str, str]) -> str:
-    """A rule's history as ``fixed`` holds it: ``(commit, what changed and why)`` per change, oldest first."""
-    return "; ".join(f"commit {commit}: {why}" if why else f"commit {commit}" for commit, why in entries)
+    """A rule's history as ``fixed`` holds it: ``(commit, what changed and why)`` per change, oldest first.
+    A change's own commit cannot name itself: its entry has commit ``""`` ("this change") until the
+    next commit fills the hash in."""
+    return "; ".join((f"commit {commit}" if commit else "this change") + (f": {why}" if why else "")
+                     for commit, why in entries)
 
 
 @dataclass(frozen=True)
