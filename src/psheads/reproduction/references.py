@@ -111,6 +111,13 @@ PAPER_B_TABLE_1: dict[str, list[int]] = {
 Paper B publishes no formula for it; psheads' usage-weighted mean is a different definition."""
 
 
+PAPER_A_BINDING = ("gemma-2-2b-it, a binding task with 256 entity–attribute pairs, layers 1–13 against 14–26; quoted "
+                   "by a public summary of the ICLR paper (its section \"Example: whole model profile on binding "
+                   "tasks\"), and the OpenReview discussion of submission V38yAoqddQ places the early-versus-late "
+                   "and anti-correlation claims at the submission's lines 268–272")
+"""Where paper A's gemma-2-2b-it values are located, as far as they can be: not in its arXiv text."""
+
+
 @dataclass(frozen=True)
 class Published:
     """A result one of the papers reports, as the reproduction report quotes it.
@@ -211,11 +218,10 @@ PUBLISHED: dict[str, Published] = {
                                 "and below 0.1 at 100; the letter task stays above 0.88 at 32 and above 0.65 at 100"),
     "llm_letter_above_number": Published(PAPER_B, "§3.7, figures 5C–D (table 3)", "for every tested LLM, accuracy "
                                          "on the letter task is consistently higher than on the number task"),
-    "llm_early_late": Published(PAPER_A, "gemma-2-2b-it, binding task (a secondary summary of the ICLR version)",
-                                "median positional score is higher in the first half of the layers than in the second",
-                                (0.83, 0.56), found=False),
-    "llm_correlation": Published(PAPER_A, "gemma-2-2b-it, binding task (a secondary summary of the ICLR version)",
-                                 "positional and symbolic scores are anti-correlated across heads", -0.91, found=False),
+    "llm_early_late": Published(PAPER_A, PAPER_A_BINDING, "median positional score is higher in the first half of "
+                                "the layers than in the second (0.83 against 0.56)", (0.83, 0.56), found=False),
+    "llm_correlation": Published(PAPER_A, PAPER_A_BINDING, "positional and symbolic scores are anti-correlated across "
+                                 "heads (r = −0.91)", -0.91, found=False),
 }
 """Every published result the reproduction report (``psheads.reproduction.report``) puts beside a
 measurement. Paper A's values could not be found in its arXiv text (only a secondary summary

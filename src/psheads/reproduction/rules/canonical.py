@@ -89,9 +89,9 @@ FAMILY: tuple[Rule, ...] = (
     Rule("induction_both", f"≥ {SOLVED} with rotating and static planes together; reproduces when every single band "
          f"alone ({', '.join(SINGLE_BANDS)}) stays < {INDUCTION_ALONE}, partly when each stays < {SOLVED}.",
          f"{SOLVED} / {INDUCTION_ALONE} accuracy",
-         fixed((FIRST_REPORT, ""), ("", "'alone' is the best single band of all four, where it was the fast band or "
-                                        "plane 0 (the middle band alone scores 1.000); written with the sweep "
-                                        "known")),
+         fixed((FIRST_REPORT, ""), ("1058908", "'alone' is the best single band of all four, where it was the fast "
+                                               "band or plane 0 (the middle band alone scores 1.000); written with "
+                                               "the sweep known")),
          induction_grade, None, Control("a sweep that solves partial induction in every band", SOLVED_BANDS),
          no_positive=_NO_VALUES_A),
 )
