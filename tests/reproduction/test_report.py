@@ -46,7 +46,8 @@ def test_report_measures_every_claim(built: report.Report) -> None:
     # the recipe section measures the length and placement claims again on psheads' own recipe
     again = [c for s in built.sections if s.key == "recipe" for c in s.claims]
     assert {c.published.claim for c in again} == {PUBLISHED[key].claim for key in (
-        "letter_length", "number_length", "number_positional_l0_l3", "number_symbolic_l4_l11", "letter_symbolic_1_11")}
+        "letter_length", "number_length", "letter_beyond_number",
+        "number_positional_l0_l3", "number_symbolic_l4_l11", "letter_symbolic_1_11")}
     assert all(c.measured.startswith("psheads' recipe") for c in again)
     assert len(summary) == len(PUBLISHED) + len(again) + len(NOT_TESTED)
     assert (summary["verdict"] != "not measured").all()  # the repository holds every stored table
@@ -156,3 +157,39 @@ def test_the_recipe_section_reads_finished_cells_and_rates_psheads_recipe(tmp_pa
     assert claims[PUBLISHED["letter_symbolic_1_11"].claim].verdict == "does not reproduce"  # layers 0–3/0–4 only
     empty = report.recipe_section([], report.ReportConfig(data=tmp_path / "none"))
     assert "No finished cell" in empty.notes[0] and len(empty.claims) == len(section.claims)
+
+
+def test_the_tally_says_whose_claim_failed() -> None:
+    """The summary counted every 'does not reproduce' together, though most re-graded psheads' own recipe
+    or its prediction; the tally is per source, and a check that cannot fail is counted apart."""
+    from dataclasses import replace
+
+    paper_b = report.graded("letter_length", "m", pd.DataFrame({"length": [17, 145], "hops": "all",
+                                                                "accuracy": [1.0, 0.3]}))
+    ours = replace(paper_b, psheads_recipe=True)
+    prediction = report.graded("margins", "m", (0.0, 1.0))
+    paper_a = report.graded("llm_early_late", "m", (-0.5, -0.1))
+    init = report.graded("entropy_at_init", "m", (1.0, [1.0, 1.0]))
+    built = report.Report([report.Section("s", "S", "i", [paper_b, ours, prediction, paper_a, init])],
+                          {"date (UTC)": "x", "timings (s)": {"total": 1.0}})
+    assert [c.source for c in built.sections[0].claims] == ["paper B", "psheads' recipe", "psheads' prediction",
+                                                           "paper A", "paper B"]
+    tally = built.tally()
+    assert list(tally.index) == ["paper B", "paper A", "psheads' recipe", "psheads' prediction"]
+    assert tally.loc["paper B", "does not reproduce"] == 1 and tally.loc["paper B", "reproduces"] == 0
+    assert tally.loc["paper B", "checks that cannot fail"] == 1 and init.cannot_fail and not paper_b.cannot_fail
+    assert tally.loc["psheads' recipe", "does not reproduce"] == 1
+    assert tally.loc["psheads' prediction", "does not reproduce"] == 1
+    assert tally.loc["paper A", "unverified"] == 1
+    assert "A check that cannot fail" in init.reason
+    page = report.render_html(built)
+    assert "checks that cannot fail" in page and "psheads&#x27; recipe" in page
+
+
+def test_depends_on_the_seed_comes_from_the_per_seed_verdicts() -> None:
+    """'Depends on the seed' was said of every 'partly', though it held identically in every seed."""
+    from psheads.reproduction.report import seeds
+
+    assert seeds.seed_agreement({"seed 0": "partly", "seed 1": "partly"}) == "the same in every seed (2): partly"
+    assert seeds.seed_agreement({"seed 0": "partly", "seed 1": "reproduces"}).startswith("depends on the seed")
+    assert seeds.seed_agreement({}) == "no seed measured"

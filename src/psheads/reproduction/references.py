@@ -111,6 +111,13 @@ PAPER_B_TABLE_1: dict[str, list[int]] = {
 Paper B publishes no formula for it; psheads' usage-weighted mean is a different definition."""
 
 
+PAPER_A_BINDING = ("gemma-2-2b-it, a binding task with 256 entity–attribute pairs, layers 1–13 against 14–26; quoted "
+                   "by a public summary of the ICLR paper (its section \"Example: whole model profile on binding "
+                   "tasks\"), and the OpenReview discussion of submission V38yAoqddQ places the early-versus-late "
+                   "and anti-correlation claims at the submission's lines 268–272")
+"""Where paper A's gemma-2-2b-it values are located, as far as they can be: not in its arXiv text."""
+
+
 @dataclass(frozen=True)
 class Published:
     """A result one of the papers reports, as the reproduction report quotes it.
@@ -153,9 +160,11 @@ PUBLISHED: dict[str, Published] = {
                                       "layer pure positional", tuple(range(1, 12))),
     "index_flow": Published(PAPER_B, "§3.2, figure 3A", "number model, 4 hops: layer 0 maximally attends from the "
                             "last hop's number to its letter and copies it; layer 1 does so on the hop before; at the "
-                            "last token layers 1 and 2 attend at the distance it holds, layer 3 copies, and later "
-                            "layers only propagate", {"last_hop": (0,), "previous_hop": (1,), "query_hop": (1, 2),
-                                               "propagate": tuple(range(4, 12))}),
+                            "last token layers 1 and 2 attend at the distance it holds, and layer 3 copies",
+                            {"last_hop": (0,), "previous_hop": (1,), "query_hop": (1, 2)}),
+    "index_flow_propagate": Published(PSHEADS, "psheads' reading of §3.2's \"from there on … information only needs "
+                                      "to be propagated\" (paper B's words name no layer)", "number model, 4 hops: "
+                                      "layers 4–11 follow no Index hop", tuple(range(4, 12))),
     "purity_gamma": Published(PAPER_B, "figure 7", "the cumulative counts of pure heads keep their shape for "
                               "γ = 0.1 and γ = 0.05 (a small shift; number model: positional 4 → 2, symbolic 8 → 7)",
                               {"positional": (4, 2), "symbolic": (8, 7)}),
@@ -174,6 +183,8 @@ PUBLISHED: dict[str, Published] = {
     "number_length": Published(PAPER_B, "figure 5B (read from the plot)", "the number model barely generalises "
                                "beyond its training length: accuracy ≈0.64 with 200 tokens added (L = 217) and ≈0.2 "
                                "with 1,000 (L = 1,017)", {200: 0.64, 1000: 0.2}),
+    "letter_beyond_number": Published(PAPER_B, "§3.6, figure 5B", "the letter model's length generalization far "
+                                      "exceeds the number model's"),
     "theory_decay": Published(PAPER_B, "§3.6 (figure 5A against 5B)", "the qualitative patterns of decay in the "
                               "trained models' length generalization closely resemble Theorem 3.2's bounds at their "
                               "angles"),
@@ -191,8 +202,8 @@ PUBLISHED: dict[str, Published] = {
                                   "Theorem 3.1's Index construction", {"plane": 2, "distance": 2}),
     "figure_5a": Published(PAPER_B, "figure 5A", "Theorem 3.2's bounds for n ≤ 100 at the angles of each trained "
                            "model's second layer: θ₂ = 0.8 (Index, frequency ID 2) falls towards 0, θ₄₂ = 0.0027 with "
-                           "|ALPH| = 8 (Retrieval, frequency ID 42) stays bounded away from 0 (table 1's second layer, "
-                           "layer 1, has IDs 2 and 32; ID 42 is the letter model's layer 2)",
+                           "|ALPH| = 8 (Retrieval, frequency ID 42) stays bounded away from 0 (IDs 2 and 42 are "
+                           "table 1's layer 2; layer 1 has 2 and 32)",
                            {"index": (0.8, 2), "retrieval": (0.0027, 42)}),
     "index_fast": Published(PAPER_A, "canonical tasks (a secondary summary: theorems 2–3)", "Index needs rotating "
                             "(fast) planes", found=False),
@@ -205,11 +216,12 @@ PUBLISHED: dict[str, Published] = {
                              "100; letter 0.96 at 12, 0.85 at 100)", PAPER_B_TABLE_3),
     "llm_thresholds": Published(PAPER_B, "§3.7", "for all tested models, the number task drops below 0.5 at 32 items "
                                 "and below 0.1 at 100; the letter task stays above 0.88 at 32 and above 0.65 at 100"),
-    "llm_early_late": Published(PAPER_A, "gemma-2-2b-it, binding task (a secondary summary of the ICLR version)",
-                                "median positional score is higher in the first half of the layers than in the second",
-                                (0.83, 0.56), found=False),
-    "llm_correlation": Published(PAPER_A, "gemma-2-2b-it, binding task (a secondary summary of the ICLR version)",
-                                 "positional and symbolic scores are anti-correlated across heads", -0.91, found=False),
+    "llm_letter_above_number": Published(PAPER_B, "§3.7, figures 5C–D (table 3)", "for every tested LLM, accuracy "
+                                         "on the letter task is consistently higher than on the number task"),
+    "llm_early_late": Published(PAPER_A, PAPER_A_BINDING, "median positional score is higher in the first half of "
+                                "the layers than in the second (0.83 against 0.56)", (0.83, 0.56), found=False),
+    "llm_correlation": Published(PAPER_A, PAPER_A_BINDING, "positional and symbolic scores are anti-correlated across "
+                                 "heads (r = −0.91)", -0.91, found=False),
 }
 """Every published result the reproduction report (``psheads.reproduction.report``) puts beside a
 measurement. Paper A's values could not be found in its arXiv text (only a secondary summary

@@ -52,9 +52,17 @@ def _index_flow() -> list[Case]:
     return [("empty", good.head(0), "no Index hop"),
             ("all NaN", good.assign(maximal=NAN), "no Index hop"),
             ("no maximal column", good.drop(columns="maximal"), "no column maximal"),
-            ("layers 4-11 missing", good[good["layer"] < 4], "layers 4–11 not measured"),
             ("one-hop prompts only: no hop before the last", learning._flow(learning._figure_3a, hops=1),
              "no previous hop")]
+
+
+def _propagation() -> list[Case]:
+    good = _positive("index_flow_propagate")
+    return [("empty", good.head(0), "no Index hop"),
+            ("all NaN", good.assign(maximal=NAN), "no Index hop"),
+            ("no layer column", good.drop(columns="layer"), "no column layer"),
+            ("layers 4-11 missing", good[good["layer"] < 4], "layers 4–11 not measured"),
+            ("layer 11 missing", good[good["layer"] < 11], "layers 11 not measured")]
 
 
 def _frequency_id(task: str) -> list[Case]:
@@ -78,10 +86,15 @@ def _length_curve(claim: str) -> list[Case]:
 
 def _decay() -> list[Case]:
     good = _positive("theory_decay")
-    return [("empty", good.iloc[:0], "no model"),
+    number = good["model"] == "number"
+    return [("empty", good.iloc[:0], "number: 0 lengths, too few"),
             ("all NaN", good.assign(accuracy=NAN), "too few"),
-            ("NaN leaves two lengths", good.assign(accuracy=good["accuracy"].where(good.index < 2)), "too few"),
-            ("no bound column", good.drop(columns="upper bound"), "no column upper bound")]
+            ("NaN leaves the number model two lengths",
+             good.assign(accuracy=good["accuracy"].where(~number | (good["length"] < 60))), "too few"),
+            ("no letter length", good[number], "no length both models measure"),
+            ("no prompt counts", good.assign(n=NAN), "too few"),
+            ("no bound column", good.drop(columns="upper bound"), "no column upper bound"),
+            ("no n column", good.drop(columns="n"), "no column n")]
 
 
 def _bounds() -> list[Case]:
@@ -109,6 +122,7 @@ DEGENERATE: dict[str, list[Case]] = {
     "number_symbolic_l4_l11": _placement("number_symbolic_l4_l11"),
     "letter_symbolic_1_11": _placement("letter_symbolic_1_11"),
     "index_flow": _index_flow(),
+    "index_flow_propagate": _propagation(),
     "purity_gamma": [
         ("no run", [], "no run"),
         ("no pure head at gamma 0.1", [{0.1: {"positional": 0, "symbolic": 0}, 0.05: {"positional": 0, "symbolic": 0}}],
@@ -134,6 +148,12 @@ DEGENERATE: dict[str, list[Case]] = {
         ("no routing", {k: v for k, v in _positive("layer_1_geometry").items() if k != "routes"}, "no routes")],
     "letter_length": _length_curve("letter_length"),
     "number_length": _length_curve("number_length"),
+    "letter_beyond_number": [
+        ("empty", _positive("letter_beyond_number").iloc[:0], "no number or letter curve"),
+        ("no letter curve", _positive("letter_beyond_number").query("model == 'number'"), "no letter curve"),
+        ("all NaN", _positive("letter_beyond_number").assign(accuracy=NAN), "no length"),
+        ("no prompt counts", _positive("letter_beyond_number").drop(columns="n"), "no column n"),
+        ("both at the training length only", _positive("letter_beyond_number").query("length == 17"), "no length")],
     "theory_decay": _decay(),
     "margins": [("nothing", (), "no share"), ("all NaN", (NAN, NAN), "not finite"),
                 ("the symbolic share NaN", (1.0, NAN), "symbolic share not finite")],
@@ -146,19 +166,31 @@ DEGENERATE: dict[str, list[Case]] = {
     "index_fast": [("nothing", {}, "no fast, slow, zero"),
                    ("all NaN", {"fast": NAN, "slow": NAN, "zero": NAN}, "not finite"),
                    ("no zero band", {"fast": 1.0, "slow": 0.04}, "no zero")],
-    "retrieval_slow": [("nothing", {}, "no slow, zero"), ("all NaN", {"slow": NAN, "zero": NAN}, "not finite"),
-                       ("the zero band NaN", {"slow": 1.0, "zero": NAN}, "zero not finite")],
+    "retrieval_slow": [("nothing", {}, "no slow, zero, fast"),
+                       ("all NaN", {"slow": NAN, "zero": NAN, "fast": NAN}, "not finite"),
+                       ("the zero band NaN", {"slow": 1.0, "zero": NAN, "fast": 0.04}, "zero not finite"),
+                       ("no fast band", {"slow": 1.0, "zero": 1.0}, "no fast")],
     "induction_both": [("nothing", {}, "no both, alone"), ("all NaN", {"both": NAN, "alone": NAN}, "not finite"),
                        ("no single kind", {"both": 1.0}, "no alone")],
     "llm_table_3": _llm_tables("llm_table_3"),
     "llm_thresholds": _llm_tables("llm_thresholds"),
+    "llm_letter_above_number": [
+        ("no model", {}, "no model"),
+        ("an empty table", {"a": _positive("llm_table_3")["GPT 5.4"].iloc[:0]}, "no window with both tasks"),
+        ("the letter task only", {"a": _positive("llm_table_3")["GPT 5.4"].query("task == 'llm-letter'")},
+         "no window with both tasks"),
+        ("NaN intervals", {"a": _positive("llm_table_3")["GPT 5.4"].assign(ci_low=NAN, ci_high=NAN)},
+         "no window with both tasks"),
+        ("no ci_low column", {"a": _positive("llm_table_3")["GPT 5.4"].drop(columns="ci_low")}, "no column ci_low")],
     "llm_early_late": [("nothing", (), "no interval"), ("all NaN", (NAN, NAN), "not finite"),
                        ("the upper bound NaN", (-0.5, NAN), "not finite")],
     "llm_correlation": [
         ("nothing", {}, "no r, ci_high, n"),
         ("all NaN", {"r": NAN, "ci_high": NAN, "n": NAN}, "not finite"),
         ("r NaN", {**_positive("llm_correlation"), "r": NAN, "ci_high": NAN}, "r, ci_high not finite"),
-        ("two heads", {"r": -1.0, "ci_high": -1.0, "n": 2}, "2 heads")],
+        ("two heads", {"r": -1.0, "ci_high": -1.0, "n": 2}, "2 heads"),
+        ("no per-head scores", {"r": -1.0, "ci_high": -1.0, "n": 64}, "no per-head scores"),
+        ("a NaN head", {**_positive("llm_correlation"), "positional": [NAN] * 64}, "not one finite pair")],
 }
 """Per claim: degenerate inputs of that rule's measurement type, and what the detail must name."""
 

@@ -131,9 +131,23 @@ def test_the_index_flow_follows_the_hops_and_its_rule_fails_what_it_should() -> 
     ideal = learning._flow(learning._figure_3a)
     assert learning.index_flow_grade(ideal).verdict == "reproduces"
     late = learning._flow(lambda layer, step, from_end: learning._figure_3a(layer, step, from_end) or layer == 6)
-    outcome = learning.index_flow_grade(late)
-    assert outcome.verdict == "partly" and outcome.detail == "layers 6 still follow Index hops"
-    no_layer_0 = learning._flow(lambda layer, step, from_end: learning._figure_3a(layer, step, from_end) and layer != 0
-                             or layer == 6)
-    assert learning.index_flow_grade(no_layer_0).verdict == "does not reproduce"
+    assert learning.index_flow_grade(late).verdict == "reproduces"  # later layers are not paper B's claim
+    outcome = learning.propagation_grade(late)
+    assert outcome.verdict == "partly" and outcome.detail == "1 of 8 layers follow an Index hop (6)"
+    no_layer_0 = learning._flow(lambda layer, step, from_end: learning._figure_3a(layer, step, from_end) and layer != 0)
+    assert learning.index_flow_grade(no_layer_0).verdict == "partly"
+    no_query = learning._flow(lambda layer, step, from_end: learning._figure_3a(layer, step, from_end) and layer != 0
+                              and step != 1)
+    assert learning.index_flow_grade(no_query).verdict == "does not reproduce"
     assert learning.index_flow_grade(flow.head(0)).verdict == "not measured"
+
+
+def test_part_c_of_the_index_flow_is_psheads_reading_and_fails_the_every_hop_model() -> None:
+    """The referee's nearest null: a model where every layer follows every hop got the same 'partly' as
+    the measurement. §3.2 names no layer for 'from there on … only propagated', so part (c) is
+    psheads' reading, graded as its prediction; paper B's parts (a) and (b) cannot tell the two apart."""
+    every = learning._flow(lambda *_: True)
+    assert learning.index_flow_grade(every).verdict == "reproduces"
+    assert learning.propagation_grade(every).verdict == "does not reproduce"
+    assert PUBLISHED["index_flow_propagate"].locator.startswith("psheads' prediction")
+    assert learning.propagation_grade(learning._flow(learning._figure_3a)).verdict == "reproduces"

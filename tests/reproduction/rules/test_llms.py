@@ -47,9 +47,47 @@ def test_a_model_without_the_cells_takes_no_part_in_table_3() -> None:
 def test_the_correlation_rule_is_judged_against_the_metric_s_arc() -> None:
     """On one prompt at a small τ a head's two scores lie near (cos φ, sin φ): random heads there give
     r ≈ −0.92, so paper A's −0.91 alone says nothing about the model."""
+    import numpy as np
+
     low, high = llms.arc_null(72)
     assert -0.97 < low < high < -0.85
-    assert llms.correlation_grade({"r": -0.91, "ci_high": -0.88, "n": 72}).verdict == "inconclusive"
-    assert llms.correlation_grade({"r": -0.99, "ci_high": -0.983, "n": 72}).verdict == "reproduces"
-    assert llms.correlation_grade({"r": 0.2, "ci_high": 0.4, "n": 72}).verdict == "does not reproduce"
     assert llms.arc_null(72) == llms.arc_null(72)  # seeded
+    phi = np.random.default_rng(3).uniform(0, np.pi / 2, 72)
+    spread = llms._scores(np.cos(phi), np.sin(phi), ci=0.02)  # r ≈ −0.92
+    assert llms.correlation_grade(spread).verdict == "inconclusive"
+    split = llms._two_clusters(72)
+    assert llms.correlation_grade(split).verdict == "reproduces"
+    rising = llms._scores(np.linspace(0.1, 0.9, 72), np.linspace(0.2, 0.8, 72))
+    assert llms.correlation_grade(rising).verdict == "does not reproduce"
+
+
+def test_the_correlation_rule_keeps_each_head_s_radius_and_arc() -> None:
+    """The referee's counter-example: every head mixed, on a narrow arc, gives r ≈ −0.99, below the
+    quarter-arc null's range, and passed. Under the nearest null (each head's radius kept, its angle
+    uniform over the heads' own arc) it is inconclusive; heads split at the two ends still pass."""
+    import numpy as np
+
+    narrow = llms._narrow_arc(72)
+    assert narrow["r"] < -0.99 and narrow["ci_high"] < llms.arc_null(72)[0]  # it passed the old null
+    assert llms.correlation_grade(narrow).verdict == "inconclusive"
+    low, _ = llms.radius_null(narrow["positional"], narrow["symbolic"])
+    assert low < -0.99
+    rng = np.random.default_rng(2)
+    ends = np.where(rng.random(72) < 0.5, rng.uniform(0, 0.1, 72), rng.uniform(np.pi / 2 - 0.1, np.pi / 2, 72))
+    radius = rng.uniform(0.8, 1.0, 72)
+    split = llms._scores(radius * np.cos(ends), radius * np.sin(ends), ci=0.01)
+    assert llms.correlation_grade(split).verdict == "reproduces"
+    assert llms.correlation_grade({k: v for k, v in split.items() if k != "symbolic"}).verdict == "not measured"
+
+
+def test_letter_above_number_is_graded_per_window_and_model() -> None:
+    """§3.7's "consistently higher": table 3 itself has one window in ten the other way (GPT 5.4 at 12
+    items), which the 90% allows; a model equally good at both, or better at numbers, fails."""
+    table = llms.table_3_tables()
+    assert llms.letter_above_grade(table).verdict == "reproduces"
+    assert "not at 12 items" in llms.letter_above_grade({"GPT 5.4": table["GPT 5.4"]}).detail
+    equal = _llm({12: 0.9, 32: 0.6, 100: 0.3}, {12: 0.9, 32: 0.6, 100: 0.3})
+    assert llms.letter_above_grade({"a": equal}).verdict == "does not reproduce"
+    half = _llm({12: 0.9, 32: 0.3, 100: 0.1}, {12: 0.9, 32: 0.6, 100: 0.3})
+    assert llms.letter_above_grade({"a": half}).verdict == "partly"  # 2 of 3 windows
+    assert llms.letter_above_grade({**table, "a": equal}).verdict == "does not reproduce"  # the weakest model

@@ -1,5 +1,5 @@
 """The theory rules (psheads.reproduction.theorems.theorems): Theorem 3.2 as an upper bound under both
-readings of n, and figure 5A's layer 1 against table 1."""
+readings of n, and figure 5A's layer 2 against table 1."""
 
 from __future__ import annotations
 
@@ -25,15 +25,18 @@ def test_theorem_3_2_is_an_upper_bound_read_both_ways() -> None:
     assert theorems.theorem_3_2_grade(pd.DataFrame(rows).iloc[:0]).verdict == "not measured"
 
 
-def test_figure_5a_compares_layer_1_with_table_1() -> None:
+def test_figure_5a_compares_layer_2_with_table_1() -> None:
     curves = report.figure_5a_curves().set_index(["construction", "n"])
     assert curves.loc[("index", 100), "upper"] == pytest.approx(2 * np.pi**2 / 100**2)  # 2π²/n² below 1 − cos 0.8
     assert curves.loc[("index", 1), "upper"] == pytest.approx(1 - np.cos(0.8))
     omega = 2 * np.pi / 8
     assert curves.loc[("retrieval", 100), "upper"] == pytest.approx(1 - np.cos(omega - 100 * 0.0027))
     assert curves.loc[("retrieval", 100), "lower"] == pytest.approx(np.cos(100 * 0.0027) - np.cos(omega - 100 * 0.0027))
-    assert theorems.figure_5a_grade({"number": 1.0, "letter": 36.4}).verdict == "reproduces"  # against 2 and 32
+    assert theorems.figure_5a_grade({"number": 1.0, "letter": 40.0}).verdict == "reproduces"  # against 2 and 42
     assert theorems.figure_5a_grade({"number": 1.0, "letter": 42 + 11}).verdict == "partly"
+    # the caption's ID 42 is layer 2's: graded at layer 1 (ID 32), the uniform null passed the letter model
+    assert theorems.figure_5a_grade({"number": 32.5, "letter": 32.5}).verdict == "does not reproduce"
+    assert theorems.figure_5a_grade({"number": 1.0, "letter": 37.0}).verdict == "partly"  # nearer uniform than 42
     assert theorems.figure_5a_grade({"number": 1.0}).verdict == "not measured"
     with pytest.raises(ValueError, match="construction, n and upper"):
         psheads.plotting.theorem_bounds(pd.DataFrame())

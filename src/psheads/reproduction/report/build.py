@@ -7,6 +7,7 @@ import datetime
 import logging
 import os
 import platform
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -15,8 +16,10 @@ from typing import Any
 
 import torch
 
+from psheads import __version__
 from psheads.interface import validation
 from psheads.interface.progress import progress_bar
+from psheads.reproduction import rules
 from psheads.reproduction.references import PAPER_A, PAPER_B
 from psheads.reproduction.report.canonical import canonical_section
 from psheads.reproduction.report.claims import Section
@@ -42,9 +45,27 @@ SECTIONS: tuple[Callable[[list[Run], ReportConfig], Section], ...] = (
 """The report's sections, in order: each builds one ``Section`` from the runs and the config."""
 
 
+def rules_commit() -> str:
+    """The commit that last changed the rules (``psheads.reproduction.rules``), with "+ local changes"
+    when the working tree changes them; where psheads is not a git checkout, says so and gives the
+    version."""
+    folder = Path(rules.__file__).parent
+    try:
+        last = subprocess.run(["git", "log", "-1", "--format=%h %s", "--", "."], cwd=folder, capture_output=True,
+                              text=True, timeout=20, check=True).stdout.strip()
+        local = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=folder, capture_output=True,
+                               text=True, timeout=20, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return f"unknown: psheads {__version__} is not a git checkout"
+    if not last:
+        return f"unknown: psheads {__version__}'s rules are not in its git history"
+    return last + (" + local changes" if local else "")
+
+
 def context(config: ReportConfig) -> dict[str, Any]:
-    """Configuration, versions and machine the report ran on."""
+    """Configuration, versions and machine the report ran on, and the rules' commit."""
     return {
+        "rules": {"commit": rules_commit(), "pre-registration": rules.PRE_REGISTRATION},
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(config).items()},
         "data folder": str(config.data_folder),
         "date (UTC)": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),

@@ -9,8 +9,13 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from psheads.reproduction import rules
-from psheads.reproduction.references import PUBLISHED, Published
+from psheads.reproduction.references import PSHEADS, PUBLISHED, Published
 from psheads.reproduction.rules import Rule, Verdict
+
+SOURCES = ("paper B", "paper A", "psheads' recipe", "psheads' prediction")
+"""Whose claim a verdict is about, as the report's tally counts them: paper B's or paper A's claim on
+the recipe the paper used (the shipped models, the stored sweeps and tables), paper B's claim
+re-graded on psheads' own training recipe, and psheads' own prediction."""
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,7 @@ class Claim:
         verdict: one of ``rules.VERDICT_COLORS``.
         reason: the rule applied and what decided it.
         rule: the rule that graded it (None: not measured or not tested).
+        psheads_recipe: the claim is re-graded on psheads' own training recipe, not paper B's.
     """
 
     published: Published
@@ -30,6 +36,21 @@ class Claim:
     verdict: Verdict
     reason: str
     rule: Rule | None = None
+    psheads_recipe: bool = False
+
+    @property
+    def source(self) -> str:
+        """Whose claim the verdict is about: one of ``SOURCES``."""
+        if self.published.paper.key == PSHEADS.key:
+            return "psheads' prediction"
+        if self.psheads_recipe:
+            return "psheads' recipe"
+        return f"paper {self.published.paper.key}"
+
+    @property
+    def cannot_fail(self) -> bool:
+        """Whether the claim's check cannot fail on what it is given (``Rule.cannot_fail``)."""
+        return self.rule is not None and bool(self.rule.cannot_fail)
 
     @property
     def controls(self) -> str:
@@ -45,6 +66,8 @@ def graded(key: str, measured: str, measurement: Any, *, comparable: str = "") -
     outcome = rule.grade(measurement)
     verdict: Verdict = outcome.verdict
     reason = f"Rule (fixed {rule.fixed}): {rule.text} Tolerance: {rule.tolerance}. Measured: {outcome.detail}."
+    if rule.cannot_fail:
+        reason += f" A check that cannot fail: {rule.cannot_fail}."
     if not published.found:
         verdict = "unverified"
         reason += (" The value's source was not found in the paper's text: no verdict "

@@ -62,7 +62,7 @@ def frequency_section(runs: list[Run], config: ReportConfig) -> Section:
         ours = rows["softmax ID (paper B's definition)"].to_numpy()
         outcome = rules.RULES[f"frequency_id_{task}"].grade(ours)
         section.claims.append(graded(f"frequency_id_{task}", "softmax ID per layer (paper B's definition): "
-                                     + ", ".join(f"{value:.1f}" for value in ours) + f"; outside: {outcome.detail}",
+                                     + ", ".join(f"{value:.1f}" for value in ours) + f"; {outcome.detail}",
                                      ours))
     return section
 

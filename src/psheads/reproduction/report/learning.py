@@ -72,7 +72,7 @@ def learning_section(runs: list[Run], config: ReportConfig) -> Section:
                       "checkpoint); other seeds are stored tables.")
     section.claims.extend(learning_order(runs))
     section.claims.extend(placement(runs))
-    section.claims.append(_index_flow(runs, config, section))
+    section.claims.extend(_index_flow(runs, config, section))
     section.claims.append(_gamma_robustness(runs, section))
     section.claims.append(_pure_before_convergence(runs))
     section.claims.append(_entropy_at_init(runs, config, section))
@@ -117,10 +117,11 @@ def index_flow(model: Any, task: Any, tokens: Any) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values(["prompt", "step", "layer"], ignore_index=True)
 
 
-def _index_flow(runs: list[Run], config: ReportConfig, section: Section) -> Claim:
+def _index_flow(runs: list[Run], config: ReportConfig, section: Section) -> tuple[Claim, Claim]:
+    """Figure 3A's flow graded by paper B's reading (§3.2) and, apart, by psheads' reading of the later layers."""
     weights = shipped_number(runs)
     if weights is None:
-        return not_measured("index_flow", "no number model")
+        return (not_measured("index_flow", "no number model"), not_measured("index_flow_propagate", "no number model"))
     tokens = task_prompts(weights, config)
     flow = index_flow(weights.model, weights.task, tokens)
     section.figures.append(("Figure 3A: number model, mean attention along each Index hop, per layer",
@@ -130,9 +131,10 @@ def _index_flow(runs: list[Run], config: ReportConfig, section: Section) -> Clai
                            "from the query; columns: layers)", table.rename(columns=lambda c: f"L{c}" if
                                                                            isinstance(c, int) else c)))
     per_layer = flow.groupby("layer")["maximal"].mean()
-    return graded("index_flow", "share of hops whose target is the layer's most attended key: "
-                  + ", ".join(f"L{layer} {value:.2f}" for layer, value in per_layer.items())
-                  + f" ({flow['prompt'].nunique()} prompts)", flow)
+    measured = ("share of hops whose target is the layer's most attended key: "
+                + ", ".join(f"L{layer} {value:.2f}" for layer, value in per_layer.items())
+                + f" ({flow['prompt'].nunique()} prompts)")
+    return graded("index_flow", measured, flow), graded("index_flow_propagate", measured, flow)
 
 
 def relabelled(dynamics: pd.DataFrame, gamma: float) -> pd.DataFrame:

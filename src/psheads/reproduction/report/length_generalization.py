@@ -9,13 +9,14 @@ import pandas as pd
 from psheads import plotting
 from psheads.reproduction.report.claims import Claim, Section, graded, not_measured
 from psheads.reproduction.report.inputs import ReportConfig, Run
-from psheads.reproduction.rules.length_generalization import decay_points
+from psheads.reproduction.rules.length_generalization import decay_points, separation
 from psheads.results import analysis
 
 
 def length_claims(curves: pd.DataFrame) -> list[Claim]:
-    """Figure 5B's two claims on length curves (column ``model``: the task): the letter model's reach
-    and the number model's accuracy at the lengths paper B's curve is read at (L = x + 17)."""
+    """Figure 5B's claims on length curves (column ``model``: the task): the letter model's reach, the
+    number model's accuracy at the lengths paper B's curve is read at (L = x + 17), and §3.6's
+    letter model generalising far beyond the number model."""
     claims = []
     for key, task in (("letter_length", "letter"), ("number_length", "number")):
         curve = curves[curves["model"] == task]
@@ -25,6 +26,10 @@ def length_claims(curves: pd.DataFrame) -> list[Claim]:
         lengths = sorted(curve["length"].unique())
         claims.append(graded(key, f"{task}: ≥ 90% up to {analysis.longest_ready(curve)} tokens; accuracy measured at "
                              f"{len(lengths)} lengths from {lengths[0]} to {lengths[-1]}", curve))
+    table = separation(curves) if {"model", "length", "hops", "accuracy", "n"} <= set(curves.columns) else None
+    claims.append(graded("letter_beyond_number", "letter − number accuracy: " + (", ".join(
+        f"{row['letter − number']:+.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}] at {int(row['length'])}"
+        for _, row in table.iterrows()) if table is not None and len(table) else "no length to compare"), curves))
     return claims
 
 
@@ -53,7 +58,8 @@ def length_section(runs: list[Run], config: ReportConfig) -> Section:
                                                           "accuracy (shipped)", "n (shipped)", "within 3 SE"]]))
     if not curves:
         section.claims += [not_measured("letter_length", "no shipped curves"),
-                           not_measured("number_length", "no shipped curves")]
+                           not_measured("number_length", "no shipped curves"),
+                           not_measured("letter_beyond_number", "no shipped curves")]
         return section
     stacked = pd.concat(curves, ignore_index=True)
     section.figures.append(("Accuracy against prompt length", plotting.accuracy_vs_length(stacked)))

@@ -53,7 +53,7 @@ def _psheads_recipe_claims(runs: list[Run]) -> list[Claim]:
     curves = [run.shipped.length_generalization.assign(model=run.task) for run in runs
               if run.shipped is not None and run.shipped.length_generalization is not None]
     claims = (length_claims(pd.concat(curves, ignore_index=True)) if curves else []) + list(placement(runs))
-    return [replace(claim, measured="psheads' recipe: " + claim.measured) for claim in claims]
+    return [replace(claim, measured="psheads' recipe: " + claim.measured, psheads_recipe=True) for claim in claims]
 
 
 def _ablation_notes(cells: pd.DataFrame) -> list[str]:

@@ -14,7 +14,7 @@ import pandas as pd
 from psheads import __version__
 from psheads.interface.atomic import write_atomic
 from psheads.reproduction.references import PAPER_A, PAPER_B
-from psheads.reproduction.report.claims import Claim, Section
+from psheads.reproduction.report.claims import SOURCES, Claim, Section
 from psheads.reproduction.rules import VERDICT_COLORS
 
 
@@ -26,13 +26,28 @@ class Report:
     context: dict[str, Any]
 
     def summary(self) -> pd.DataFrame:
-        """One row per claim: ``section, paper, source, claim, measured, verdict, rule fixed, controls``."""
-        columns = ["section", "paper", "source", "claim", "measured", "verdict", "rule fixed", "controls"]
+        """One row per claim: ``section, paper, source, whose claim, claim, measured, verdict, cannot fail,
+        rule fixed, controls`` (``whose claim``: one of ``claims.SOURCES``; ``cannot fail``: the check
+        cannot fail on what it is given)."""
+        columns = ["section", "paper", "source", "whose claim", "claim", "measured", "verdict", "cannot fail",
+                   "rule fixed", "controls"]
         rows = [{"section": s.title, "paper": c.published.paper.key, "source": c.published.locator,
-                 "claim": c.published.claim, "measured": c.measured, "verdict": c.verdict,
-                 "rule fixed": c.rule.fixed if c.rule is not None else "—", "controls": c.controls}
+                 "whose claim": c.source, "claim": c.published.claim, "measured": c.measured, "verdict": c.verdict,
+                 "cannot fail": c.cannot_fail, "rule fixed": c.rule.fixed if c.rule is not None else "—",
+                 "controls": c.controls}
                 for s in self.sections for c in s.claims]
         return pd.DataFrame(rows, columns=columns)
+
+    def tally(self) -> pd.DataFrame:
+        """The verdicts counted per source (rows: ``claims.SOURCES``; columns: every verdict), checks
+        that cannot fail left out of the counts and counted in a column of their own."""
+        summary = self.summary()
+        can_fail = summary[~summary["cannot fail"]]
+        counts = pd.crosstab(can_fail["whose claim"], can_fail["verdict"])
+        counts = counts.reindex(index=list(SOURCES), columns=list(VERDICT_COLORS), fill_value=0)
+        counts["checks that cannot fail"] = summary[summary["cannot fail"]]["whose claim"].value_counts() \
+            .reindex(list(SOURCES), fill_value=0)
+        return counts.rename_axis(index="whose claim", columns=None).astype(int)
 
     def to_html(self) -> str:
         """The report as one self-contained HTML page (plotly.js inline; opens offline)."""
@@ -66,10 +81,10 @@ def _table(frame: pd.DataFrame) -> str:
 
 
 def _claims_html(claims: list[Claim]) -> str:
-    head = ("<tr><th>source</th><th>claim</th><th>psheads measured</th><th>verdict</th><th>why</th>"
-            "<th>the rule's controls</th></tr>")
+    head = ("<tr><th>source</th><th>whose claim</th><th>claim</th><th>psheads measured</th><th>verdict</th>"
+            "<th>why</th><th>the rule's controls</th></tr>")
     body = "".join(
-        f"<tr><td>{html.escape(c.published.locator)}</td>"
+        f"<tr><td>{html.escape(c.published.locator)}</td><td>{html.escape(c.source)}</td>"
         f"<td>{html.escape(c.published.claim)}</td><td>{html.escape(c.measured)}</td><td>{_badge(c.verdict)}</td>"
         f"<td>{html.escape(c.reason)}</td><td>{html.escape(c.controls)}</td></tr>" for c in claims)
     return f"<table>{head}{body}</table>"
@@ -84,9 +99,21 @@ def render_html(report: Report) -> str:
              f"{report.context['timings (s)']['total']:.0f} s. Papers: A — {html.escape(PAPER_A.citation())}; "
              f"B — {html.escape(PAPER_B.citation())}.</p>",
              "<h2 id='summary'>Summary</h2>"]
+    if "rules" in report.context:
+        parts.append(f"<p>Rules of commit {html.escape(report.context['rules']['commit'])}. "
+                     f"{html.escape(report.context['rules']['pre-registration'])}</p>")
     summary = report.summary()
-    counts = summary["verdict"].value_counts()
-    parts.append("<p>" + ", ".join(f"{_badge(v)} {int(counts.get(v, 0))}" for v in VERDICT_COLORS) + "</p>")
+    tally = report.tally()
+    head = "".join(f"<th>{_badge(v)}</th>" for v in VERDICT_COLORS) + "<th>checks that cannot fail</th>"
+    body = "".join(f"<tr><td>{html.escape(str(source))}</td>" + "".join(f"<td>{int(n)}</td>" for n in row) + "</tr>"
+                   for source, row in tally.iterrows())
+    flagged = summary[summary["cannot fail"]]
+    parts.append("<p>The verdicts per source: paper B's and paper A's claims on the recipe each paper used, paper "
+                 "B's claims re-graded on psheads' own training recipe, and psheads' own prediction. A check that "
+                 "cannot fail on what it is given is counted apart"
+                 + (": " + "; ".join(html.escape(f"{row['source']} ({row['verdict']})")
+                                     for _, row in flagged.iterrows()) if len(flagged) else "")
+                 + f".</p><table><tr><th>whose claim</th>{head}</tr>{body}</table>")
     parts.append(_claims_html([c for s in report.sections for c in s.claims]))
     figure_index = 0
     for section in report.sections:

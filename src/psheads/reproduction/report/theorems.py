@@ -1,5 +1,5 @@
 """The report's section on Theorem 3.1's constructions and Theorem 3.2's bounds (paper B): both
-constructions measured live, and figure 5A's bounds beside the trained models' layer 1."""
+constructions measured live, and figure 5A's bounds beside the trained models' layer 2."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from psheads import plotting
 from psheads.reproduction.references import PUBLISHED
 from psheads.reproduction.report.claims import Claim, Section, graded, not_measured
 from psheads.reproduction.report.inputs import ReportConfig, Run, task_prompts
-from psheads.reproduction.rules.theorems import BOUND_SLACK, FIGURE_5A_N, figure_5a_config
+from psheads.reproduction.rules.theorems import BOUND_SLACK, FIGURE_5A_LAYER, FIGURE_5A_N, figure_5a_config
 
 
 def theory_section(runs: list[Run], config: ReportConfig) -> Section:
@@ -63,7 +63,8 @@ def figure_5a_curves() -> pd.DataFrame:
 
 
 def second_layer_ids(runs: list[Run], config: ReportConfig) -> dict[str, float]:
-    """Per shipped model: layer 1's frequency ID by paper B's definition (softmax over each plane's
+    """Per shipped model: the frequency ID of figure 5A's layer (``FIGURE_5A_LAYER``, layer 2, whose
+    table-1 IDs are the caption's 2 and 42) by paper B's definition (softmax over each plane's
     maximum logit, no 1/√d scale), table 1's quantity."""
     from psheads.measure.frequency_profile import frequency_profile
 
@@ -71,7 +72,8 @@ def second_layer_ids(runs: list[Run], config: ReportConfig) -> dict[str, float]:
     for run in runs:
         if run.shipped is None:
             continue
-        heads = frequency_profile(run.shipped.model, task_prompts(run.shipped, config), layers=[1], progress=False,
+        heads = frequency_profile(run.shipped.model, task_prompts(run.shipped, config), layers=[FIGURE_5A_LAYER],
+                                  progress=False,
                                   weighting="softmax", scale=False).heads
         out[run.task] = float(heads["mean_frequency_id"].mean())
     return out
@@ -87,5 +89,5 @@ def _figure_5a(runs: list[Run], config: ReportConfig, section: Section) -> Claim
         return not_measured("figure_5a", "no shipped model")
     return graded("figure_5a", f"at n = {FIGURE_5A_N} the Index upper bound is {last.loc['index', 'upper']:.4f} "
                   f"and the Retrieval bounds [{last.loc['retrieval', 'lower']:.4f}, "
-                  f"{last.loc['retrieval', 'upper']:.4f}]; layer 1's frequency ID: "
+                  f"{last.loc['retrieval', 'upper']:.4f}]; layer {FIGURE_5A_LAYER}'s frequency ID: "
                   + ", ".join(f"{task} {value:.1f}" for task, value in ids.items()), ids)

@@ -7,7 +7,8 @@ is made of (``Verdict``, ``Graded``, ``Control``, ``Rule``, ``not_measured``) li
 ``RULES`` gathers every family's rules by the claim they grade. ``tests/reproduction/rules/`` checks
 each rule against its two controls and feeds it degenerate input (empty, NaN, a part missing),
 which every rule grades *not measured*, saying what is missing, never with a verdict. A rule
-changes only with a new ``fixed`` entry saying when and why. Every name of a family module is also
+changes only with a new ``fixed`` entry naming the commit and why; ``PRE_REGISTRATION`` says what
+that history can show (no threshold was pre-registered). Every name of a family module is also
 importable from here (``psheads.reproduction.rules.arc_null``), as before the split.
 """
 
@@ -26,21 +27,25 @@ from psheads.reproduction.rules import (
 
 # every public name of the old single module, from its home; __all__ lists the ones the package advertises
 from psheads.reproduction.rules.base import (  # noqa: F401
-    EARLIER,
-    ISSUE_36,
+    CONTROLS,
+    FIRST_REPORT,
+    PRE_REGISTRATION,
     VERDICT_COLORS,
     Control,
     Graded,
     Rule,
     Verdict,
     control_text,
+    fixed,
     worst,
 )
 from psheads.reproduction.rules.canonical import (  # noqa: F401
     CHANCE_BANDS,
     FAILED,
     INDUCTION_ALONE,
+    SINGLE_BANDS,
     SOLVED,
+    SOLVED_BANDS,
     index_fast_grade,
     induction_grade,
     retrieval_slow_grade,
@@ -65,6 +70,7 @@ from psheads.reproduction.rules.learning import (  # noqa: F401
     HOP_TRAIL,
     INDEX_FLOW_PARTS,
     PLACEMENT_BAND,
+    PROPAGATION_SHARE,
     PURE_FIRST,
     STAIRCASE,
     TOGETHER,
@@ -77,6 +83,7 @@ from psheads.reproduction.rules.learning import (  # noqa: F401
     hop_leads,
     index_flow_grade,
     placement,
+    propagation_grade,
 )
 from psheads.reproduction.rules.length_generalization import (  # noqa: F401
     DECAY_CORRELATION,

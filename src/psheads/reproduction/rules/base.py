@@ -39,10 +39,25 @@ different model or quantity from the paper's, so the rule's outcome is context o
 verdict; *not measured*: a table psheads needs is missing, or the measurement is degenerate (empty,
 NaN, a part missing), so no rule may grade it; *not tested*: no rule exists yet."""
 
-ISSUE_36 = "2026-11-28 (issue 36), before re-measuring"
-"""When the rules below were fixed or re-fixed: from the papers' text, before the report re-ran."""
-EARLIER = "before the first report (2026-07), unchanged by issue 36's controls"
-"""Rules that predate issue 36 and passed both controls as they were."""
+FIRST_REPORT = "6b8de76"
+"""The commit of the first reproduction report, whose rules printed verdicts before any rule had
+controls; every threshold since was written with its measurements, or earlier ones, known."""
+CONTROLS = "bf799b6"
+"""The commit that gave every rule its two controls and re-fixed most of them, before re-measuring
+but with the first report's measurements known."""
+PRE_REGISTRATION = ("No threshold was pre-registered: each was written with psheads' earlier measurements known "
+                    f"(the first report, commit {FIRST_REPORT}, printed verdicts before any rule had controls). A rule "
+                    "change is committed alone, before the report is re-measured, and its `fixed` entry names its "
+                    "commit and says what was known.")
+"""What the rules' history can and cannot show, as the report and the docs say it."""
+
+
+def fixed(*entries: tuple[str, str]) -> str:
+    """A rule's history as ``fixed`` holds it: ``(commit, what changed and why)`` per change, oldest first.
+    A change's own commit cannot name itself: its entry has commit ``""`` ("this change") until the
+    next commit fills the hash in."""
+    return "; ".join((f"commit {commit}" if commit else "this change") + (f": {why}" if why else "")
+                     for commit, why in entries)
 
 
 @dataclass(frozen=True)
@@ -69,11 +84,13 @@ class Rule:
         claim: the claim's key in ``references.PUBLISHED``.
         text: the rule in words, as the report prints it.
         tolerance: the tolerance in the paper's units.
-        fixed: when the rule was fixed and why (a new entry for every change).
+        fixed: the commits that fixed the rule and why (``fixed(...)``; a new entry for every change).
         grade: measurement -> ``Graded``.
         positive: the input that must give *reproduces*; None with ``no_positive`` saying why.
         negative: a null input that must not give *reproduces*.
         no_positive: why there is no honest positive control.
+        cannot_fail: why the check cannot fail on what it is given ("" for a check that can): the
+            report flags it and its tally counts it apart.
     """
 
     claim: str
@@ -84,6 +101,7 @@ class Rule:
     positive: Control | None
     negative: Control
     no_positive: str = ""
+    cannot_fail: str = ""
 
     def __post_init__(self) -> None:
         if self.claim not in PUBLISHED:

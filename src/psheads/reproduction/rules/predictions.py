@@ -4,7 +4,7 @@ length while pure symbolic layers' stay positive."""
 
 from __future__ import annotations
 
-from psheads.reproduction.rules.base import EARLIER, Control, Graded, Rule, finite, not_measured
+from psheads.reproduction.rules.base import CONTROLS, FIRST_REPORT, Control, Graded, Rule, finite, fixed, not_measured
 
 MARGIN_SHARE = 0.75
 """*partly*: at least this share of each kind of head behaves as predicted."""
@@ -29,7 +29,8 @@ FAMILY: tuple[Rule, ...] = (
     Rule("margins",
          "every pure positional head's worst-case normalised margin reaches ≤ 0 at the longest length and every pure "
          f"symbolic layer's stays > 0 at every length; partly when at least {MARGIN_SHARE:.0%} of each do.",
-         f"{MARGIN_SHARE:.0%} of the heads", EARLIER + "; relabelled psheads' prediction by issue 36", margins_grade,
+         f"{MARGIN_SHARE:.0%} of the heads",
+         fixed((FIRST_REPORT, ""), (CONTROLS, "relabelled psheads' prediction")), margins_grade,
          Control("a construction: every positional margin reaches 0, every symbolic one stays positive (Remark 3.2 "
                  "at θ = 0)", (1.0, 1.0)),
          Control("every margin positive", (0.0, 1.0))),
