@@ -27,7 +27,7 @@ from torch import Tensor
 from psheads.interface import validation
 from psheads.interface.config import config_dict, from_known_fields
 from psheads.rope.backends import Backend
-from psheads.rope.inputs import check_tokens
+from psheads.rope.inputs import check_tokens, raise_out_of_range
 from psheads.rope.layer import LayerGeometry
 
 
@@ -374,15 +374,20 @@ def tokenize(backend: Backend, prompts: Any, prepend_bos: bool | None = None) ->
         elif not isinstance(row, Tensor):
             if isinstance(row, (list, tuple)):
                 validation.no_bools(row, f"prompts: prompt {index}")
+                for position, value in enumerate(row):  # beyond int64, torch cannot hold the id to check it
+                    if isinstance(value, (int, np.integer)) and not -2**63 <= int(value) < 2**63:
+                        raise_out_of_range(backend, int(value), index, position)
             try:
                 row = torch.as_tensor(row if isinstance(row, np.ndarray) else list(row))
             except (TypeError, ValueError, RuntimeError) as err:
                 raise TypeError(f"prompts: prompt {index} is neither a string nor a sequence of token ids.") from err
+        if row.numel() == 0:  # before its dtype: torch reads [] as float32
+            raise ValueError(f"Prompt {index} is empty (no token ids): drop it, or give it its tokens.")
         if row.dtype.is_floating_point or row.dtype.is_complex or row.dtype == torch.bool:
             raise TypeError(f"prompts: prompt {index} must hold integer token ids, got dtype {row.dtype}.")
-        if row.ndim != 1 or row.numel() == 0:
-            raise ValueError(f"Prompt {index} is empty or not one sequence (shape {tuple(row.shape)}).")
-        out.append(check_tokens(backend, row)[0].cpu())
+        if row.ndim != 1:
+            raise ValueError(f"Prompt {index} is not one sequence (shape {tuple(row.shape)}).")
+        out.append(check_tokens(backend, row, prompt=index)[0].cpu())
     if not padded_input and len({int(row.shape[0]) for row in out}) == 1:
         _warn_if_padded(backend, torch.stack(out))  # e.g. tokenizer(texts, padding=True)["input_ids"]
     if unknown:
