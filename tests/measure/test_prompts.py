@@ -186,3 +186,27 @@ def test_token_ids_that_cannot_be_ids_are_named_with_their_row(model_factory) ->
     for message, prompts in cases.items():
         with pytest.raises(ValueError, match=rf"Token ids must lie in \[0, {vocab}\): {message.strip()}"):
             psheads.score_heads(model, prompts)
+
+
+def test_a_left_padded_batch_whose_pad_is_bos_warns_without_its_mask(model_factory) -> None:
+    """Pythia's set-up: the pad id is the BOS id, so left padding is a run of BOS tokens (scored 0.64 away)."""
+    import warnings
+
+    model = model_factory("llama")
+    tokenizer = model.tokenizer
+    pad, side = tokenizer.pad_token, tokenizer.padding_side
+    tokenizer.pad_token, tokenizer.padding_side = tokenizer.bos_token, "left"
+    try:
+        assert tokenizer.pad_token_id == tokenizer.bos_token_id
+        encoding = tokenizer(_texts(), padding=True, return_tensors="pt")
+        for ids in (encoding["input_ids"], encoding["input_ids"].tolist()):
+            # prompt 1 has 3 pads; prompt 2 has one, which cannot be told from a BOS the prompt starts with
+            with pytest.warns(UserWarning, match=r"Prompts \[1\] begin with a run of the tokenizer's pad token "
+                                                 r".*its BOS token.*attention mask"):
+                psheads.score_heads(model, ids, progress=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            psheads.score_heads(model, encoding, progress=False)  # the mask says what is padding
+            psheads.score_heads(model, encoding["input_ids"][:1], progress=False)  # one BOS: no padding
+    finally:
+        tokenizer.pad_token, tokenizer.padding_side = pad, side

@@ -306,11 +306,24 @@ def unpadded(encoding: Mapping) -> Tensor | list[Tensor]:
 
 def _warn_if_padded(backend: Backend, tokens: Tensor) -> None:
     """Warn when rows of a bare id tensor end (or, with a pad id other than BOS, start) in the
-    tokenizer's pad id: a padded batch whose mask was dropped."""
+    tokenizer's pad id, or, with the pad id the BOS id (Pythia's set-up), start with a run of two
+    or more of it: a padded batch whose mask was dropped."""
     tokenizer = backend.tokenizer
     pad = getattr(tokenizer, "pad_token_id", None) if tokenizer is not None else None
     if pad is None or tokens.ndim != 2:
         return
+    fix = ("For a padded batch, pass the tokenizer's output with its attention mask (score_heads(model, "
+           "tokenizer(texts, padding=True, return_tensors='pt'))) or a list of unpadded prompts.")
+    if pad == bos_token_id(backend) and tokens.shape[1] > 1:
+        # one BOS starts a prompt; a run of them is left padding (and no prompt ends in it: see below)
+        run = (tokens[:, 0] == pad) & (tokens[:, 1] == pad)
+        if bool(run.any()):
+            rows = torch.nonzero(run).flatten().tolist()
+            warnings.warn(
+                f"Prompts {rows[:10]}{' …' if len(rows) > 10 else ''} begin with a run of the tokenizer's pad token "
+                f"(id {pad}, which is also its BOS token): left padding, which would be scored as tokens at the "
+                f"positions the prompt's own tokens should hold. {fix}", stacklevel=4)
+            return
     padded = tokens[:, -1] == pad
     if pad != bos_token_id(backend):
         padded |= tokens[:, 0] == pad
@@ -318,9 +331,7 @@ def _warn_if_padded(backend: Backend, tokens: Tensor) -> None:
         rows = torch.nonzero(padded).flatten().tolist()
         warnings.warn(
             f"Prompts {rows[:10]}{' …' if len(rows) > 10 else ''} begin or end with the tokenizer's pad token "
-            f"(id {pad}), which would be scored as a token (at the end: as the query). For a padded batch, pass the "
-            "tokenizer's output with its attention mask (score_heads(model, tokenizer(texts, padding=True, "
-            "return_tensors='pt'))) or a list of unpadded prompts.", stacklevel=4)
+            f"(id {pad}), which would be scored as a token (at the end: as the query). {fix}", stacklevel=4)
 
 
 def tokenize(backend: Backend, prompts: Any, prepend_bos: bool | None = None) -> list[Tensor] | Tensor:
