@@ -209,6 +209,25 @@ def test_usage_errors_exit_2_before_any_model_loads(capsys, directory, prompts, 
     assert loads == []
 
 
+def test_conflicting_options_are_refused_before_any_model_loads(capsys, directory, loads) -> None:
+    """``--option block_size=2 --block-size 3`` ran with 3 and said nothing."""
+    score = ("score", str(directory), "--task", "number")
+    cases = {
+        ("--option", "block_size=2", "--block-size", "3"): r"--option block_size=2 and --block-size 3 both set "
+                                                           r"block_size: give it once",
+        ("--option", "tau=1e-3", "--option", "tau=1e-2"): r"--option tau is given twice \(1e-3, then 1e-2\)",
+        ("--option", "batch_size=4"): r"--option batch_size=4 sets what --batch-size sets: use --batch-size",
+        ("--option", "method=anova"): r"--option method=anova sets what --method sets: use --method",
+        ("--option", "precision=float32"): r"use --precision",
+    }
+    for flags, message in cases.items():
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main([*score, *flags, "--quiet"])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and re.search(message, err), (flags, err)
+    assert loads == []
+
+
 def test_runtime_errors_exit_1_with_one_line(capsys, directory, prompts, tmp_path, monkeypatch) -> None:
     calls = {"load": 0}
     real_load = cli._load

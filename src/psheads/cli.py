@@ -303,18 +303,40 @@ def _prompt_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"batch_size": args.batch_size, "layers": args.layers, "prepend_bos": False if args.no_bos else None}
 
 
-def _method_options(pairs: list[str]) -> dict[str, Any]:
+#: Settings ``psheads score`` takes as flags of their own: ``--option`` may not set them too.
+OWN_FLAGS = {"method": "--method", "by_frequency": "--by-frequency", "precision": "--precision",
+             "batch_size": "--batch-size", "layers": "--layers", "prepend_bos": "--no-bos"}
+
+
+def _method_options(pairs: list[str], args: argparse.Namespace) -> dict[str, Any]:
     """``--option NAME=VALUE`` pairs as a dict; a value is read as JSON (a number, true, false, a list)
-    when it parses, as text otherwise."""
+    when it parses, as text otherwise. ``--block-size`` joins them.
+
+    Raises:
+        ValueError: a malformed pair, a name given twice, a setting with a flag of its own, or
+            ``block_size`` given both ways with different values.
+    """
     options: dict[str, Any] = {}
+    texts: dict[str, str] = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
         if not sep or not name.isidentifier():
             raise ValueError(f"--option takes NAME=VALUE (an option of the score method, e.g. tau=1e-3), got {pair!r}.")
+        if name in texts:
+            raise ValueError(f"--option {name} is given twice ({texts[name]}, then {text}): give it once.")
+        if name in OWN_FLAGS:
+            raise ValueError(f"--option {pair} sets what {OWN_FLAGS[name]} sets: use {OWN_FLAGS[name]} (--option "
+                             "takes the score method's own options, e.g. tau=1e-3).")
+        texts[name] = text
         try:
             options[name] = json.loads(text)
         except json.JSONDecodeError:
             options[name] = text
+    if args.block_size is not None:
+        if "block_size" in options and options["block_size"] != args.block_size:
+            raise ValueError(f"--option block_size={texts['block_size']} and --block-size {args.block_size} both set "
+                             "block_size: give it once.")
+        options["block_size"] = args.block_size
     return options
 
 
@@ -323,9 +345,7 @@ def _score(args: argparse.Namespace) -> int:
     from psheads.measure.scoring import ScoreConfig, score_heads
 
     with _as_usage():
-        method_options = _method_options(args.option)
-        if args.block_size is not None:
-            method_options["block_size"] = args.block_size
+        method_options = _method_options(args.option, args)
         config = ScoreConfig().replace(method=args.method, by_frequency=args.by_frequency, precision=args.precision,
                                        **method_options, **_prompt_options(args))
     source, device = _prompt_source(args), _device(args)
