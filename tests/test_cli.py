@@ -174,6 +174,39 @@ def test_train_command(capsys, tmp_path) -> None:
     assert cli.main(["score", str(checkpoint), "--n", "8", "--quiet"]) == 0
 
 
+def test_quiet_means_quiet(capsys, tmp_path) -> None:
+    """``psheads train … --quiet 2>log`` wrote transformers' progress bars (saving and loading checkpoints)."""
+    args = ["train", "letter", "--out", str(tmp_path / "run"), "--steps", "2", "--warmup", "1",
+            "--checkpoint-every", "1", "--eval-prompts", "16", "--dynamics-prompts", "4", "--quiet"]
+    assert cli.main(args) == 0
+    assert capsys.readouterr().err == ""
+    assert cli.main(["score", str(tmp_path / "run" / "checkpoint-000002"), "--n", "8", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.skipif(not SHIPPED, reason="needs the shipped models")
+def test_a_prompts_file_that_starts_with_a_bom_reads_as_without(capsys, tmp_path, recwarn) -> None:
+    """Notepad's UTF-8 starts with a BOM, which made the first prompt's first word unknown."""
+    plain, marked = tmp_path / "plain.txt", tmp_path / "bom.txt"
+    plain.write_text("\n".join(psheads.tasks.get_task("number").generate(3, seed=0).text) + "\n", encoding="utf-8")
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    assert cli.main(["score", "number", "--prompts-file", str(plain), "--quiet"]) == 0
+    expected = capsys.readouterr().out
+    assert cli.main(["score", "number", "--prompts-file", str(marked), "--quiet"]) == 0
+    assert capsys.readouterr().out == expected
+    assert not [w for w in recwarn if "outside the model's vocabulary" in str(w.message)]
+
+
+def test_a_huge_n_is_refused_before_any_allocation(capsys, directory) -> None:
+    for command in (["score", str(directory), "--task", "number"], ["profile", str(directory), "--task", "number"],
+                    ["lengthgen", str(directory), "--task", "number", "--lengths", "17"]):
+        assert cli.main([*command, "--n", "100000000000", "--quiet", "--allow-task-mismatch"]) == 1
+        err = capsys.readouterr().err
+        assert re.search(r"--n 100000000000: the prompts alone would take [\d.]+ TB, more than this machine's "
+                         r"[\d.]+ GB of memory: pass a smaller --n", err), err
+        assert "Traceback" not in err
+
+
 def test_train_command_with_paper_b_recipe(capsys, tmp_path) -> None:
     args = ["train", "letter", "--recipe", "paper-b", "--out", str(tmp_path / "run"), "--steps", "2", "--warmup", "1",
             "--checkpoint-every", "1", "--eval-prompts", "16", "--dynamics-prompts", "0", "--train-set", "96",
@@ -206,6 +239,25 @@ def test_usage_errors_exit_2_before_any_model_loads(capsys, directory, prompts, 
         assert exit_info.value.code == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("usage: psheads") and re.search(message, err), (argv, err)
+    assert loads == []
+
+
+def test_conflicting_options_are_refused_before_any_model_loads(capsys, directory, loads) -> None:
+    """``--option block_size=2 --block-size 3`` ran with 3 and said nothing."""
+    score = ("score", str(directory), "--task", "number")
+    cases = {
+        ("--option", "block_size=2", "--block-size", "3"): r"--option block_size=2 and --block-size 3 both set "
+                                                           r"block_size: give it once",
+        ("--option", "tau=1e-3", "--option", "tau=1e-2"): r"--option tau is given twice \(1e-3, then 1e-2\)",
+        ("--option", "batch_size=4"): r"--option batch_size=4 sets what --batch-size sets: use --batch-size",
+        ("--option", "method=anova"): r"--option method=anova sets what --method sets: use --method",
+        ("--option", "precision=float32"): r"use --precision",
+    }
+    for flags, message in cases.items():
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main([*score, *flags, "--quiet"])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and re.search(message, err), (flags, err)
     assert loads == []
 
 

@@ -194,7 +194,8 @@ def _prompt_source(args: argparse.Namespace) -> Any:
     if not path.is_file():
         raise CommandError(f"--prompts-file {path} does not exist")
     try:
-        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        # utf-8-sig: a BOM (Notepad's UTF-8) would join the first prompt's first word
+        lines = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
     except UnicodeDecodeError as err:
         raise CommandError(f"--prompts-file {path} is not UTF-8 text ({err.reason} at byte {err.start}): pass a text "
                            "file with one prompt per line") from None
@@ -275,9 +276,26 @@ def _prompts(source: Any, model: Any, args: argparse.Namespace) -> Any:
         return source
     if hasattr(source, "for_tokenizer") and not source.built:
         source = source.for_tokenizer(model.tokenizer)
+    sample = checked_batch(source, 1, seed=args.seed)  # one prompt, to size the rest before allocating them
+    _check_memory(args.n, sample.tokens.element_size() * (sample.tokens.shape[1] + 3)
+                  + sys.getsizeof(sample.text[0]) + sys.getsizeof(sample.answer_text[0]))
     batch = checked_batch(source, args.n, seed=args.seed)
     check_fits(source, batch, facts.vocab_size(model), facts.tokenizer_of(model), args.allow_task_mismatch)
     return batch.tokens
+
+
+def _check_memory(n: int, per_prompt: int) -> None:
+    """Refuse ``--n`` prompts of ``per_prompt`` bytes each (a lower bound) that this machine's memory
+    cannot hold, before any is allocated (where the total memory is unknown, nothing is checked)."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # not POSIX
+        return
+    need = n * per_prompt
+    if need > total:
+        shown = f"{need / 1e12:.1f} TB" if need >= 1e12 else f"{need / 1e9:.1f} GB"
+        raise CommandError(f"--n {n}: the prompts alone would take {shown}, more than this machine's "
+                           f"{total / 1e9:.1f} GB of memory: pass a smaller --n")
 
 
 def _write(frame: Any, path: str | None) -> None:
@@ -303,18 +321,40 @@ def _prompt_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"batch_size": args.batch_size, "layers": args.layers, "prepend_bos": False if args.no_bos else None}
 
 
-def _method_options(pairs: list[str]) -> dict[str, Any]:
+#: Settings ``psheads score`` takes as flags of their own: ``--option`` may not set them too.
+OWN_FLAGS = {"method": "--method", "by_frequency": "--by-frequency", "precision": "--precision",
+             "batch_size": "--batch-size", "layers": "--layers", "prepend_bos": "--no-bos"}
+
+
+def _method_options(pairs: list[str], args: argparse.Namespace) -> dict[str, Any]:
     """``--option NAME=VALUE`` pairs as a dict; a value is read as JSON (a number, true, false, a list)
-    when it parses, as text otherwise."""
+    when it parses, as text otherwise. ``--block-size`` joins them.
+
+    Raises:
+        ValueError: a malformed pair, a name given twice, a setting with a flag of its own, or
+            ``block_size`` given both ways with different values.
+    """
     options: dict[str, Any] = {}
+    texts: dict[str, str] = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
         if not sep or not name.isidentifier():
             raise ValueError(f"--option takes NAME=VALUE (an option of the score method, e.g. tau=1e-3), got {pair!r}.")
+        if name in texts:
+            raise ValueError(f"--option {name} is given twice ({texts[name]}, then {text}): give it once.")
+        if name in OWN_FLAGS:
+            raise ValueError(f"--option {pair} sets what {OWN_FLAGS[name]} sets: use {OWN_FLAGS[name]} (--option "
+                             "takes the score method's own options, e.g. tau=1e-3).")
+        texts[name] = text
         try:
             options[name] = json.loads(text)
         except json.JSONDecodeError:
             options[name] = text
+    if args.block_size is not None:
+        if "block_size" in options and options["block_size"] != args.block_size:
+            raise ValueError(f"--option block_size={texts['block_size']} and --block-size {args.block_size} both set "
+                             "block_size: give it once.")
+        options["block_size"] = args.block_size
     return options
 
 
@@ -323,9 +363,7 @@ def _score(args: argparse.Namespace) -> int:
     from psheads.measure.scoring import ScoreConfig, score_heads
 
     with _as_usage():
-        method_options = _method_options(args.option)
-        if args.block_size is not None:
-            method_options["block_size"] = args.block_size
+        method_options = _method_options(args.option, args)
         config = ScoreConfig().replace(method=args.method, by_frequency=args.by_frequency, precision=args.precision,
                                        **method_options, **_prompt_options(args))
     source, device = _prompt_source(args), _device(args)
@@ -358,6 +396,7 @@ def _lengthgen(args: argparse.Namespace) -> int:
     from psheads.experiments.lengthgen import length_generalization
 
     task, device = _task(args), _device(args)
+    _check_memory(args.n, 8 * (max(args.lengths) + 3))  # each length's prompts as int64 ids, at the least
     model = _load(args.model, args.dtype, device, args.quiet)
     frame = length_generalization(model, task, args.lengths, n=args.n, seed=args.seed, token_budget=args.token_budget,
                                   answers=args.answers, progress=_progress(args),
@@ -396,7 +435,8 @@ def _train(args: argparse.Namespace) -> int:
                         checkpoint_every=args.checkpoint_every, seed=args.seed, eval_prompts=args.eval_prompts,
                         dynamics_prompts=args.dynamics_prompts,
                         keep_planes=tuple(args.keep_planes) if args.keep_planes else None)
-    result = train(task, config, args.out, resume=not args.no_resume, progress=_progress(args))
+    with _loader_output(args.quiet):  # checkpoints are written and read back by transformers
+        result = train(task, config, args.out, resume=not args.no_resume, progress=_progress(args))
     final = result.evaluation[result.evaluation["step"] == result.evaluation["step"].max()]
     print(f"final checkpoint: {result.final_checkpoint} ({result.seconds:.0f} s of training in this call)")
     if config.keep_best:

@@ -4,6 +4,7 @@ do ranks that pass different work."""
 
 from __future__ import annotations
 
+import copy
 import os
 import pickle
 import subprocess
@@ -21,10 +22,10 @@ JOB = Path(distributed_job.__file__)
 ROOT = JOB.parents[2]
 
 
-def launch(out: Path, n: int, *flags: str) -> subprocess.CompletedProcess:
+def launch(out: Path, n: int, *flags: str, **environment: str) -> subprocess.CompletedProcess:
     """``torchrun --nproc-per-node n`` on the job, one thread per process."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **environment}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(n),
                str(JOB), str(out), *flags]
     return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -71,9 +72,35 @@ def test_ranks_that_pass_different_work_all_stop_with_one_message(tmp_path: Path
                    "evaluate": "in count (24 vs 16), shapes", "evaluate seed": "in ids, answers."}
     for name, difference in differences.items():
         message = raised[0][name]
-        assert message.startswith("ValueError: every rank must pass the same prompts"), message
-        assert "psheads shards them over the ranks itself" in message
+        assert message.startswith("ValueError: every rank must pass the same model, prompts"), message
+        assert "psheads shards the prompts over the ranks itself" in message
         assert f"rank 1 differs from rank 0 {difference}" in message, message
+
+
+def test_ranks_that_score_otherwise_all_stop_naming_what_differs(tmp_path: Path) -> None:
+    done = launch(tmp_path, 2, "--mixed")
+    assert done.returncode == 0, done.stderr[-3000:]
+    raised = [pickle.loads((tmp_path / f"rank{rank}.pkl").read_bytes()) for rank in range(2)]
+    assert raised[0] == raised[1]
+    differences = {"model": "in model.", "tau": "in tau (0.0001 vs 0.0002).",
+                   "precision": "in precision ('float64' vs 'float32'), analysis_dtype ('float64' vs 'float32').",
+                   "method": "in method ('swap' vs 'anova'), tau", "reduce": "in reduce (True vs False).",
+                   "profile model": "in model.", "evaluate model": "in model."}
+    for name, difference in differences.items():
+        message = raised[0][name]
+        assert message.startswith("ValueError: every rank must pass the same model, prompts"), message
+        assert f"rank 1 differs from rank 0 {difference}" in message, message
+
+
+@pytest.mark.parametrize("later", [False, True], ids=["first-call", "after-a-shared-call"])
+def test_a_call_on_one_rank_alone_fails_soon_saying_another_rank_did_not_join(tmp_path: Path, later: bool) -> None:
+    done = launch(tmp_path, 2, "--main-only-later" if later else "--main-only", PSHEADS_DIST_JOIN_TIMEOUT_MIN="0.1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = pickle.loads((tmp_path / "rank0.pkl").read_bytes())
+    assert result["seconds"] < 60, result
+    assert result["raised"].startswith("RuntimeError: rank 0 of 2 waited 6 s for every rank to reach this psheads "
+                                       "call, and rank 1 did not join"), result["raised"]
+    assert "every rank must make the same psheads calls" in result["raised"]
 
 
 def test_one_process_is_alone() -> None:
@@ -103,6 +130,24 @@ def test_a_fingerprint_sees_the_count_the_shapes_the_ids_and_the_settings() -> N
         reference = uneven if names == ("shapes", "ids") else base
         assert tuple(name for name in reference if reference[name] != other[name]) == names
     assert distributed.fingerprint(tokens, keys=list(range(100)))["keys"] != list(range(100))  # long: hashed
+
+
+def test_a_fingerprint_sees_the_weights_their_names_shapes_and_dtype() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.LayerNorm(3))
+    tokens = torch.arange(6).reshape(2, 3)
+    base = distributed.fingerprint(tokens, model=model)
+    assert distributed.fingerprint(tokens, model=copy.deepcopy(model)) == base
+    edited = copy.deepcopy(model)
+    with torch.no_grad():
+        edited[1].weight[2] += 1e-6
+    big = torch.nn.Linear(1000, 1000)
+    tweaked = copy.deepcopy(big)
+    with torch.no_grad():
+        tweaked.weight.mul_(1 + 1e-6)  # every value: a fine-tune, another seed
+    for other in (edited, copy.deepcopy(model).double(), torch.nn.Sequential(torch.nn.Linear(4, 3))):
+        assert distributed.fingerprint(tokens, model=other)["model"] != base["model"]
+    assert distributed.fingerprint(tokens, model=tweaked)["model"] != distributed.fingerprint(tokens, model=big)[
+        "model"]
 
 
 def test_alone_hides_the_job(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pandas as pd
 import pytest
 import torch
 
@@ -150,3 +151,62 @@ def test_masks_and_odd_prompt_containers_get_one_clear_line(model_factory) -> No
     assert strings["positional"].to_numpy() == pytest.approx(
         psheads.score_heads(model, list(texts), progress=False)["positional"].to_numpy())
     assert psheads.score_heads(model, np.array(_texts()), progress=False)["n_prompts"].eq(3).all()
+
+
+def test_unsigned_id_arrays_that_fit_score_as_int64(model_factory) -> None:
+    """nanoGPT's token files are uint16: numpy and torch unsigned ids score as the same ids in int64."""
+    import numpy as np
+
+    model = model_factory("llama")
+    tokens = torch.tensor([[5, 9, 3, 7, 2, 8], [6, 1, 9, 4, 4, 2]])
+    expected = psheads.score_heads(model, tokens, progress=False)
+    arrays = [tokens.numpy().astype(dtype) for dtype in (np.uint16, np.uint32, np.uint64)]
+    arrays += [tokens.to(dtype) for dtype in (torch.uint16, torch.uint32, torch.uint64)]
+    for prompts in [*arrays, list(arrays[0]), list(arrays[-1])]:
+        frame = psheads.score_heads(model, prompts, progress=False)
+        pd.testing.assert_frame_equal(frame, expected, check_exact=True)
+
+
+def test_token_ids_that_cannot_be_ids_are_named_with_their_row(model_factory) -> None:
+    import numpy as np
+
+    model = model_factory("llama")
+    vocab = model.cfg.d_vocab
+    with pytest.raises(ValueError, match=r"Prompt 1 is empty"):
+        psheads.score_heads(model, [[5, 6, 7], []])
+    cases = {
+        f"prompt 0 holds {2**70} at position 2": [[5, 6, 2**70]],
+        f"prompt 1 holds {2**63} at position 0": [[5, 6], np.array([2**63, 1], dtype=np.uint64)],
+        f"prompt 1 holds {2**64 - 1} at position 1": np.array([[5, 6], [3, 2**64 - 1]], dtype=np.uint64),
+        f"prompt 1 holds {2**64 - 1} at position 1 ": torch.tensor([[5, 6], [3, -1]]).to(torch.uint64),
+        f"prompt 1 holds {vocab} at position 2": torch.tensor([[5, 6, 7], [3, 4, vocab]]),
+        "prompt 2 holds -1 at position 0": [[5, 6], [3], [-1, 4]],
+        f"prompt 0 holds {2**40} at position 1": [[5, 2**40]],
+    }
+    for message, prompts in cases.items():
+        with pytest.raises(ValueError, match=rf"Token ids must lie in \[0, {vocab}\): {message.strip()}"):
+            psheads.score_heads(model, prompts)
+
+
+def test_a_left_padded_batch_whose_pad_is_bos_warns_without_its_mask(model_factory) -> None:
+    """Pythia's set-up: the pad id is the BOS id, so left padding is a run of BOS tokens (scored 0.64 away)."""
+    import warnings
+
+    model = model_factory("llama")
+    tokenizer = model.tokenizer
+    pad, side = tokenizer.pad_token, tokenizer.padding_side
+    tokenizer.pad_token, tokenizer.padding_side = tokenizer.bos_token, "left"
+    try:
+        assert tokenizer.pad_token_id == tokenizer.bos_token_id
+        encoding = tokenizer(_texts(), padding=True, return_tensors="pt")
+        for ids in (encoding["input_ids"], encoding["input_ids"].tolist()):
+            # prompt 1 has 3 pads; prompt 2 has one, which cannot be told from a BOS the prompt starts with
+            with pytest.warns(UserWarning, match=r"Prompts \[1\] begin with a run of the tokenizer's pad token "
+                                                 r".*its BOS token.*attention mask"):
+                psheads.score_heads(model, ids, progress=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            psheads.score_heads(model, encoding, progress=False)  # the mask says what is padding
+            psheads.score_heads(model, encoding["input_ids"][:1], progress=False)  # one BOS: no padding
+    finally:
+        tokenizer.pad_token, tokenizer.padding_side = pad, side

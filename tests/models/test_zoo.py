@@ -99,6 +99,26 @@ def test_boot_local_loads_only_safetensors(tmp_path) -> None:
         zoo.boot_local(directory)
 
 
+def test_a_truncated_weight_file_is_named_with_what_to_do(tmp_path, capsys) -> None:
+    """``psheads score run/checkpoint-000030`` on a cut-short file ended in ``SafetensorError: invalid
+    header length``, naming no file."""
+    from psheads import cli
+    from tests import helpers
+
+    directory = helpers.save_tiny("llama", tmp_path / "m")
+    weights = directory / "model.safetensors"
+    whole = weights.read_bytes()
+    for size in (len(whole) // 2, 6, 0):  # in the data, in the length, empty
+        weights.write_bytes(whole[:size])
+        with pytest.raises(ValueError, match=rf"{weights} is cut short .*write it again"):
+            zoo.boot_local(directory)
+        assert cli.main(["score", str(directory), "--task", "number", "--quiet"]) == 1
+        assert f"{weights} is cut short" in capsys.readouterr().err
+    weights.write_bytes(whole[:8] + b"{not json" + whole[17:])
+    with pytest.raises(ValueError, match=rf"{weights} is not a safetensors file"):
+        zoo.boot_local(directory)
+
+
 def test_boot_local_refuses_a_decoy_safetensors_and_pickles_beside_the_weights(tmp_path) -> None:
     """A decoy x.safetensors beside pytorch_model.bin used to pass the guard, and the pickle was booted."""
     import pytest

@@ -11,11 +11,18 @@ bit-for-bit the one-process frame for any ``N`` (given that each item itself is 
 same way: a batch of prompts stays one batch). The engine gathers per-batch fp64 sums, not
 per-prompt values, so the traffic per round is a few KB per layer.
 
-psheads shards the work itself, so every rank must pass all of it: the same prompts, in the same
-order, with the same batch size. Before any work the ranks compare a cheap ``fingerprint`` of it
-(the number of prompts, their shapes, a hash of their token ids, the settings that cut batches),
-and if any rank differs, every rank raises the same ``ValueError`` naming what differs. In one
-process nothing is compared, or computed.
+psheads shards the work itself, so every rank must pass all of it: the same model and prompts, in
+the same order, with the same settings. Before any work the ranks compare a cheap ``fingerprint``
+of it (the number of prompts, their shapes, a hash of their token ids, a hash of the model's
+weights, the method and its parameters, the precision and the settings that cut batches), and if
+any rank differs, every rank raises the same ``ValueError`` naming what differs. In one process
+nothing is compared, or computed.
+
+Every rank must make the same calls. Each call's first contact (initialising the process group,
+then a barrier at the start of every ``ordered_map``) waits at most ``JOIN_TIMEOUT``
+(``PSHEADS_DIST_JOIN_TIMEOUT_MIN``, 5 minutes by default) for the other ranks, then raises a
+``RuntimeError`` naming the ranks that did not join: a call made on rank 0 alone
+(``if rank == 0: ps.score_heads(...)``) fails there within minutes, not after ``TIMEOUT``.
 
 Under ``torchrun`` with no process group yet, the first call initialises one from the launcher's
 environment (``nccl`` where CUDA is available, else ``gloo``); results travel on a gloo group
@@ -34,6 +41,7 @@ import functools
 import hashlib
 import itertools
 import os
+import re
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass
@@ -49,6 +57,10 @@ R = TypeVar("R")
 
 TIMEOUT = timedelta(minutes=int(os.environ.get("PSHEADS_DIST_TIMEOUT_MIN", "60")))
 """How long a rank waits for the others in one round before failing (``PSHEADS_DIST_TIMEOUT_MIN``)."""
+JOIN_TIMEOUT = timedelta(minutes=float(os.environ.get("PSHEADS_DIST_JOIN_TIMEOUT_MIN", "5")))
+"""How long a rank waits for the others to reach the same call (``PSHEADS_DIST_JOIN_TIMEOUT_MIN``)."""
+SAMPLED = 1024
+"""Values of each weight tensor a model's fingerprint hashes (evenly spaced), besides its name, shape and dtype."""
 
 _alone: contextvars.ContextVar[bool] = contextvars.ContextVar("psheads_alone", default=False)
 _groups: dict[int, Any] = {}
@@ -97,8 +109,54 @@ def _initialise() -> None:
     backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group(backend, timeout=TIMEOUT)
+    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    try:
+        store, rank, size = next(dist.rendezvous("env://", rank, size, timeout=JOIN_TIMEOUT))
+    except dist.DistError as error:  # rank 0's own store waits for the others to connect
+        raise _absent(rank, size, "the other ranks", error) from None
+    key = "psheads/joined/{}".format
+    store.set(key(rank), "1")
+    try:
+        store.wait([key(other) for other in range(size)], JOIN_TIMEOUT)
+    except dist.DistError as error:
+        absent = [other for other in range(size) if not store.check([key(other)])]
+        raise _absent(rank, size, _ranks(absent), error) from None
+    store.set_timeout(TIMEOUT)
+    # as init_process_group does with a store it makes: a prefix, for stores shared with the launcher
+    dist.init_process_group(backend, store=dist.PrefixStore("default_pg", store), rank=rank, world_size=size,
+                            timeout=TIMEOUT)
     atexit.register(_destroy)
+
+
+def _meet(here: World) -> None:
+    """Wait at most ``JOIN_TIMEOUT`` for every rank to reach this call.
+
+    Raises:
+        RuntimeError: a rank did not (the message names it when this is rank 0).
+    """
+    try:
+        dist.monitored_barrier(group=_object_group(), timeout=JOIN_TIMEOUT, wait_all_ranks=True)
+    except RuntimeError as error:
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        missing = re.search(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier", detail)
+        who = _ranks([int(r) for r in missing.group(1).split(",")]) if missing else "another rank"
+        raise _absent(here.rank, here.size, who, error) from None
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def _absent(rank: int, size: int, who: str, error: BaseException) -> RuntimeError:
+    minutes = JOIN_TIMEOUT.total_seconds()
+    waited = f"{minutes:g} s" if minutes < 120 else f"{minutes / 60:g} min"
+    return RuntimeError(
+        f"rank {rank} of {size} waited {waited} for every rank to reach this psheads call, and {who} did not join "
+        f"({type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else '-'}). Under "
+        "torchrun every rank must make the same psheads calls (psheads spreads each call's batches over them): "
+        "call it on every rank, not under `if rank == 0:`; to compute on one rank alone, call it inside "
+        "`with psheads.interface.distributed.alone():`. Ranks that reach a call minutes apart (one loading a "
+        "model longer) can wait longer: PSHEADS_DIST_JOIN_TIMEOUT_MIN.")
 
 
 def _destroy() -> None:
@@ -151,17 +209,22 @@ class _Digest:
     hash: str
 
 
-def fingerprint(ids: Tensor | Sequence[Tensor], **settings: Any) -> dict[str, Any]:
+def fingerprint(ids: Tensor | Sequence[Tensor], *, model: torch.nn.Module | None = None,
+                **settings: Any) -> dict[str, Any]:
     """A cheap fingerprint of a list of prompts, for the ranks to compare before any work.
 
     Args:
         ids: the prompts' token ids, ``[prompt, pos]`` or one ``[pos]`` tensor per prompt.
+        model: the module that holds the model's weights, or None: kept as a hash of every
+            parameter's and buffer's name, shape, dtype and ``SAMPLED`` of its values, evenly
+            spaced (another seed, checkpoint, fine-tune or dtype changes it; one edited value may not).
         settings: what else every rank must share, by name: the settings that cut the prompts into
-            items (``batch_size=…``) and per-prompt choices (query positions); values with a long
-            ``repr`` are kept as a hash of it.
+            items (``batch_size=…``), per-prompt choices (query positions), the method, its
+            parameters and the precision; values with a long ``repr`` are kept as a hash of it.
 
     Returns:
-        ``count`` (prompts), ``shapes``, a hash of the ``ids`` in order, and ``settings``.
+        ``count`` (prompts), ``shapes``, a hash of the ``ids`` in order, ``model`` (when given),
+        and ``settings``.
     """
     stacked = isinstance(ids, Tensor)
     rows = [ids] if isinstance(ids, Tensor) else list(ids)  # a stacked tensor is hashed in one piece
@@ -173,7 +236,25 @@ def fingerprint(ids: Tensor | Sequence[Tensor], **settings: Any) -> dict[str, An
     shapes = tuple(rows[0].shape) if stacked else tuple(tuple(row.shape) for row in rows)
     return {"count": len(rows[0]) if stacked else len(rows), "shapes": _short(shapes),
             "ids": _Digest(sum(row.numel() for row in rows), digest.hexdigest()),
+            **({} if model is None else {"model": _weights(model)}),
             **{name: _short(value) for name, value in settings.items()}}
+
+
+def _weights(model: torch.nn.Module) -> _Digest:
+    """A hash of ``model``'s parameters and buffers: names, shapes, dtypes and ``SAMPLED`` values of
+    each (one gather per tensor on its device, one copy to the CPU)."""
+    digest = hashlib.blake2b(digest_size=16)
+    samples = []
+    tensors = [*model.named_parameters(), *model.named_buffers()]
+    for name, tensor in tensors:
+        digest.update(f"{name} {tuple(tensor.shape)} {tensor.dtype};".encode())
+        if tensor.numel() and tensor.device.type != "meta":  # meta: offloaded, no values here
+            flat = tensor.detach().reshape(-1)
+            where = torch.linspace(0, flat.numel() - 1, min(flat.numel(), SAMPLED), device=flat.device).long()
+            samples.append(flat[where].contiguous().view(torch.uint8).cpu())  # bytes: any dtype, bit for bit
+    if samples:
+        digest.update(torch.cat(samples).numpy().data)
+    return _Digest(len(tensors), digest.hexdigest())
 
 
 def _short(value: Any) -> Any:
@@ -204,7 +285,8 @@ def ordered_map(function: Callable[[T], R], items: Iterable[T], *, bar: Any = No
 
     Raises:
         ValueError: the ranks do not agree (every rank raises the same error).
-        RuntimeError: another rank's ``function`` raised (this rank's own error is re-raised as is).
+        RuntimeError: another rank's ``function`` raised (this rank's own error is re-raised as is), or
+            a rank did not reach this call within ``JOIN_TIMEOUT``.
     """
     here = world()
     if here.size > 1:
@@ -212,6 +294,7 @@ def ordered_map(function: Callable[[T], R], items: Iterable[T], *, bar: Any = No
             if not isinstance(items, range):
                 items = list(items)  # cheap descriptions: counted before any work
             agree = functools.partial(_described, items)
+        _meet(here)
         _check_agreement(_everyone(agree, here))
     iterator = iter(items)
     while True:
@@ -270,9 +353,10 @@ def _check_agreement(fingerprints: list[Mapping[str, Any]]) -> None:
                                + ", ".join(_difference(name, first.get(name), other.get(name)) for name in names))
     if differences:
         shown = differences[:3] + ([f"{len(differences) - 3} more ranks differ"] if len(differences) > 3 else [])
-        raise ValueError("every rank must pass the same prompts, in the same order and with the same settings: "
-                         "psheads shards them over the ranks itself (rank r of N computes batches r, r + N, …), so "
-                         f"pass every rank all of them; {'; '.join(shown)}.")
+        raise ValueError("every rank must pass the same model, prompts (in the same order) and settings: psheads "
+                         "shards the prompts over the ranks itself (rank r of N computes batches r, r + N, …) and "
+                         "gathers one result, so pass every rank all of them, one model (the same weights, dtype "
+                         f"and precision) and one method with the same parameters; {'; '.join(shown)}.")
 
 
 def _difference(name: str, first: Any, other: Any) -> str:

@@ -215,7 +215,8 @@ def _one_length(lens: Any, task: Task, size: int | None, layers: list[int], head
 
     totals: dict[int, dict[str, Tensor]] = {}
     for batch_margins in ordered_map(margins, range(0, n, batch_size), bar=bar, agree=lambda: fingerprint(
-            tokens, answer_positions=targets.tolist(), batch_size=batch_size, layers=layers, heads=heads)):
+            tokens, model=lens.backend.weights_owner(), answer_positions=targets.tolist(), batch_size=batch_size,
+            layers=layers, heads=heads)):
         for layer, (raw, normalised) in batch_margins.items():
             total = totals.setdefault(layer, {"min_raw": raw.amin(0), "min_norm": normalised.amin(0),
                                               "sum_raw": torch.zeros(len(heads), dtype=torch.float64),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,6 +255,7 @@ def run(
     desc: str = "psheads",
     local: Callable[[Measured], Any] | None = None,
     dtype: torch.dtype = torch.float64,
+    settings: Mapping[str, Any] | None = None,
 ) -> Iterator[Any]:
     """Run ``measure`` on every layer, head and prompt; yields ``Measured`` per layer and part.
 
@@ -278,6 +279,9 @@ def run(
             example ``RunningMean.partial``: only the sums travel between ranks).
         dtype: the analysis dtype (``psheads.rope.precision.analysis_dtype``); the values reach
             ``Measured`` and the reductions in fp64 on the CPU whatever it is.
+        settings: what else changes a number, by name, for the ranks of a job to compare before
+            any work (the caller's config: method, parameters, precision); the model's weights,
+            the analysis dtype and the settings above are compared anyway.
 
     Raises:
         ValueError: ``dtype`` is float64 and the model's device has none (Apple's MPS).
@@ -290,8 +294,10 @@ def run(
                              local or (lambda item: item), dtype)
     with lens.backend.analysis(), progress_bar(total=n_batches, desc=desc, progress=progress) as bar:
         for results in ordered_map(work, prompts.batches(batch_size), bar=bar, agree=lambda: fingerprint(
-                [each.tokens for each in prompts], batch_size=batch_size, layers=layers, heads=heads,
-                by_frequency=by_frequency, positions=[(each.query, each.candidates) for each in prompts])):
+                [each.tokens for each in prompts], model=lens.backend.weights_owner(), **{
+                    **(settings or {}), "batch_size": batch_size, "layers": layers, "heads": heads,
+                    "by_frequency": by_frequency, "analysis_dtype": precision.dtype_name(dtype),
+                    "positions": [(each.query, each.candidates) for each in prompts]})):
             yield from results
 
 

@@ -87,7 +87,12 @@ def _hits(model: Any, batch: TaskBatch, candidates: Tensor | None, batch_size: i
 
     return torch.cat(list(ordered_map(correct, range(0, len(batch), batch_size), bar=bar,
                                       agree=lambda: fingerprint(batch.tokens, answers=batch.answers.tolist(),
-                                                                batch_size=batch_size))))
+                                                                batch_size=batch_size, model=_module(model)))))
+
+
+def _module(model: Any) -> torch.nn.Module | None:
+    """The module holding ``model``'s weights, for the ranks of a job to compare (None: not a module)."""
+    return model if isinstance(model, torch.nn.Module) else None
 
 
 def batch_accuracy(model: Any, task: Task, batch: TaskBatch, batch_size: int, bar: Any = None,

@@ -180,7 +180,7 @@ def frequency_profile(model_or_lens: Any, prompts: Any, config: ProfileConfig | 
 
     for sums in engine.run(lens, prepared, plane_usage, layers=chosen, heads=None, min_keys=1, need="one key",
                            by_frequency=True, batch_size=config.batch_size, progress=progress,
-                           desc="frequency profile", local=usage_sums, dtype=dtype):
+                           desc="frequency profile", local=usage_sums, dtype=dtype, settings=config.to_dict()):
         reducer.merge(sums)
     planes = reducer.frame(["usage", "max_logit"])[schema.PROFILE_PLANES.names]
     finite = np.isfinite(planes[["usage", "max_logit"]].to_numpy()).all(1)

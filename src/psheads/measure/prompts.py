@@ -27,7 +27,7 @@ from torch import Tensor
 from psheads.interface import validation
 from psheads.interface.config import config_dict, from_known_fields
 from psheads.rope.backends import Backend
-from psheads.rope.inputs import check_tokens
+from psheads.rope.inputs import check_tokens, raise_out_of_range
 from psheads.rope.layer import LayerGeometry
 
 
@@ -306,11 +306,24 @@ def unpadded(encoding: Mapping) -> Tensor | list[Tensor]:
 
 def _warn_if_padded(backend: Backend, tokens: Tensor) -> None:
     """Warn when rows of a bare id tensor end (or, with a pad id other than BOS, start) in the
-    tokenizer's pad id: a padded batch whose mask was dropped."""
+    tokenizer's pad id, or, with the pad id the BOS id (Pythia's set-up), start with a run of two
+    or more of it: a padded batch whose mask was dropped."""
     tokenizer = backend.tokenizer
     pad = getattr(tokenizer, "pad_token_id", None) if tokenizer is not None else None
     if pad is None or tokens.ndim != 2:
         return
+    fix = ("For a padded batch, pass the tokenizer's output with its attention mask (score_heads(model, "
+           "tokenizer(texts, padding=True, return_tensors='pt'))) or a list of unpadded prompts.")
+    if pad == bos_token_id(backend) and tokens.shape[1] > 1:
+        # one BOS starts a prompt; a run of them is left padding (and no prompt ends in it: see below)
+        run = (tokens[:, 0] == pad) & (tokens[:, 1] == pad)
+        if bool(run.any()):
+            rows = torch.nonzero(run).flatten().tolist()
+            warnings.warn(
+                f"Prompts {rows[:10]}{' …' if len(rows) > 10 else ''} begin with a run of the tokenizer's pad token "
+                f"(id {pad}, which is also its BOS token): left padding, which would be scored as tokens at the "
+                f"positions the prompt's own tokens should hold. {fix}", stacklevel=4)
+            return
     padded = tokens[:, -1] == pad
     if pad != bos_token_id(backend):
         padded |= tokens[:, 0] == pad
@@ -318,9 +331,7 @@ def _warn_if_padded(backend: Backend, tokens: Tensor) -> None:
         rows = torch.nonzero(padded).flatten().tolist()
         warnings.warn(
             f"Prompts {rows[:10]}{' …' if len(rows) > 10 else ''} begin or end with the tokenizer's pad token "
-            f"(id {pad}), which would be scored as a token (at the end: as the query). For a padded batch, pass the "
-            "tokenizer's output with its attention mask (score_heads(model, tokenizer(texts, padding=True, "
-            "return_tensors='pt'))) or a list of unpadded prompts.", stacklevel=4)
+            f"(id {pad}), which would be scored as a token (at the end: as the query). {fix}", stacklevel=4)
 
 
 def tokenize(backend: Backend, prompts: Any, prepend_bos: bool | None = None) -> list[Tensor] | Tensor:
@@ -374,15 +385,20 @@ def tokenize(backend: Backend, prompts: Any, prepend_bos: bool | None = None) ->
         elif not isinstance(row, Tensor):
             if isinstance(row, (list, tuple)):
                 validation.no_bools(row, f"prompts: prompt {index}")
+                for position, value in enumerate(row):  # beyond int64, torch cannot hold the id to check it
+                    if isinstance(value, (int, np.integer)) and not -2**63 <= int(value) < 2**63:
+                        raise_out_of_range(backend, int(value), index, position)
             try:
                 row = torch.as_tensor(row if isinstance(row, np.ndarray) else list(row))
             except (TypeError, ValueError, RuntimeError) as err:
                 raise TypeError(f"prompts: prompt {index} is neither a string nor a sequence of token ids.") from err
+        if row.numel() == 0:  # before its dtype: torch reads [] as float32
+            raise ValueError(f"Prompt {index} is empty (no token ids): drop it, or give it its tokens.")
         if row.dtype.is_floating_point or row.dtype.is_complex or row.dtype == torch.bool:
             raise TypeError(f"prompts: prompt {index} must hold integer token ids, got dtype {row.dtype}.")
-        if row.ndim != 1 or row.numel() == 0:
-            raise ValueError(f"Prompt {index} is empty or not one sequence (shape {tuple(row.shape)}).")
-        out.append(check_tokens(backend, row)[0].cpu())
+        if row.ndim != 1:
+            raise ValueError(f"Prompt {index} is not one sequence (shape {tuple(row.shape)}).")
+        out.append(check_tokens(backend, row, prompt=index)[0].cpu())
     if not padded_input and len({int(row.shape[0]) for row in out}) == 1:
         _warn_if_padded(backend, torch.stack(out))  # e.g. tokenizer(texts, padding=True)["input_ids"]
     if unknown:

@@ -103,7 +103,8 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
     items = engine.run(lens, prepared, functools.partial(_measure, method, config), layers=chosen,
                        heads=config.heads, min_keys=minimum, need=f"the {minimum} that method {method.name!r} needs",
                        by_frequency=config.by_frequency, batch_size=config.batch_size, progress=progress,
-                       desc="score_heads", local=reducer.partial if config.reduce else None, dtype=dtype)
+                       desc="score_heads", local=reducer.partial if config.reduce else None, dtype=dtype,
+                       settings=config.to_dict())
     extra = [name for name in method.columns if name not in schema.SCORE_SPREAD]  # after the std columns
     if config.reduce:
         for sums in items:

@@ -67,16 +67,45 @@ def check_safe_folder(directory: Path, allow_pickle_files: bool = False) -> None
                          "Hugging Face loads first: psheads loads only safetensors (no file it reads can run code). "
                          "Convert the weights with model.save_pretrained(dir, safe_serialization=True), or boot the "
                          "model yourself if you trust the files.")
+    files = [directory / present[0]]
     if present[0].endswith(".json"):
         shards = set(json.loads((directory / present[0]).read_text()).get("weight_map", {}).values())
         unsafe = sorted(name for name in shards if not name.endswith(".safetensors"))
         if unsafe:
             raise ValueError(f"{directory / present[0]} maps weights to files that are not safetensors ({unsafe}).")
+        files = [directory / name for name in sorted(shards) if (directory / name).is_file()]
+    for path in files:
+        check_whole(path)
     pickles = sorted(path.name for path in directory.iterdir() if path.suffix.lower() in PICKLE_SUFFIXES)
     if pickles and not allow_pickle_files:
         raise ValueError(f"{directory} also holds pickled files ({', '.join(pickles)}), which can run code when read. "
                          "psheads would not read them, but a folder that mixes them with safetensors is refused: "
                          "move them out, or pass allow_pickle_files=True if you trust the folder.")
+
+
+def check_whole(path: Path) -> None:
+    """Raise ``ValueError`` naming ``path`` unless it is a whole safetensors file: its header (an
+    8-byte length, then JSON) is complete and its data ends where the last tensor does. Reads the
+    header only.
+    """
+    size = path.stat().st_size
+    again = ("the file was not written whole (an interrupted save, copy or download): write it again (save the "
+             "model again, copy or download it again; for a training checkpoint, use another checkpoint of the run, "
+             "or resume the run to write it anew).")
+    with path.open("rb") as file:
+        head = file.read(8)
+        length = int.from_bytes(head, "little") if len(head) == 8 else None
+        if length is None or length > size - 8:
+            raise ValueError(f"{path} is cut short ({size} bytes, ending inside its header): {again}")
+        try:
+            header = json.loads(file.read(length))
+            end = max((int(entry["data_offsets"][1]) for name, entry in header.items() if name != "__metadata__"),
+                      default=0)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+            raise ValueError(f"{path} is not a safetensors file (its header is not one: {err}): replace it with the "
+                             "model's own weights.") from None
+    if size < 8 + length + end:
+        raise ValueError(f"{path} is cut short ({size} bytes where its header promises {8 + length + end}): {again}")
 
 
 def boot_local(directory: str | Path, dtype: torch.dtype = torch.float32, device: str = "cpu",

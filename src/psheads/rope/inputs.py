@@ -45,8 +45,17 @@ def query_position(query: Any, n_pos: int) -> int:
     return query % n_pos
 
 
-def check_tokens(backend: Backend, tokens: Any) -> Int[Tensor, "batch pos"]:
-    """A validated LongTensor ``[batch, pos]`` (a 1-D tensor or one list is one sequence)."""
+#: Unsigned dtypes torch holds but cannot reduce (``min``/``max``): token files store ids in them.
+UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
+
+
+def check_tokens(backend: Backend, tokens: Any, prompt: int | None = None) -> Int[Tensor, "batch pos"]:
+    """A validated LongTensor ``[batch, pos]`` (a 1-D tensor or one list is one sequence).
+
+    Ids of any integer dtype are accepted, unsigned ones too (nanoGPT's token files are uint16),
+    when they lie in the model's vocabulary. ``prompt``: the index a 1-D ``tokens`` has among the
+    caller's prompts, for messages (default: its row).
+    """
     if isinstance(tokens, (list, tuple)):
         if len(tokens) == 0:
             raise ValueError("tokens is empty: pass at least one token sequence.")
@@ -82,7 +91,26 @@ def check_tokens(backend: Backend, tokens: Any) -> Int[Tensor, "batch pos"]:
         warnings.warn(f"Sequence length {tokens.shape[1]} exceeds the model's context of {backend.n_ctx} tokens: "
                       "its rotation tables extrapolate there, and the model was not trained at those positions.",
                       stacklevel=3)
-    low, high = int(tokens.min()), int(tokens.max())
-    if low < 0 or high >= backend.d_vocab:
-        raise ValueError(f"Token ids must lie in [0, {backend.d_vocab}); got {low}…{high}.")
+    if tokens.dtype == torch.uint64:
+        huge = tokens.view(torch.int64) < 0  # above 2**63 a uint64 id reads as negative in int64
+        if bool(huge.any()):
+            row, position = (int(i) for i in torch.nonzero(huge)[0])
+            raise_out_of_range(backend, int(tokens[row, position].item()), row if prompt is None else prompt, position)
+    if tokens.dtype in UNSIGNED:
+        tokens = tokens.to(torch.int64)
+    outside = (tokens < 0) | (tokens >= backend.d_vocab)
+    if bool(outside.any()):
+        row, position = (int(i) for i in torch.nonzero(outside)[0])
+        raise_out_of_range(backend, int(tokens[row, position]), row if prompt is None else prompt, position)
     return tokens.long()
+
+
+def raise_out_of_range(backend: Backend, value: int, prompt: int, position: int) -> None:
+    """Raise the error of a token id outside ``backend``'s vocabulary, naming it and where it is.
+
+    Raises:
+        ValueError: always.
+    """
+    raise ValueError(f"Token ids must lie in [0, {backend.d_vocab}): prompt {prompt} holds {value} at position "
+                     f"{position}. These are not ids of this model's tokenizer ({backend.d_vocab} tokens): tokenise "
+                     "the text with the model's own tokenizer, or pass the strings.")
