@@ -9,7 +9,13 @@ tensor the analysis makes is an error.
 from __future__ import annotations
 
 import contextlib
+import dis
+import re
+import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
+from types import CodeType, FrameType, SimpleNamespace
+from typing import Any
 from unittest import mock
 
 import numpy as np
@@ -70,23 +76,137 @@ def assert_close_scores(float64: pd.DataFrame, float32: pd.DataFrame, gamma: flo
 
 
 # --- the policy ------------------------------------------------------------------------------
-def test_auto_picks_float64_on_the_cpu_and_on_full_rate_gpus_only() -> None:
-    cpu = torch.device("cpu")
-    assert precision.analysis_dtype("auto", cpu) == torch.float64
-    assert precision.analysis_dtype("float32", cpu) == torch.float32
-    assert precision.analysis_dtype("float64", cpu) == torch.float64
-    mps = torch.device("mps")
-    assert not precision.supports_float64(mps) and precision.analysis_dtype("auto", mps) == torch.float32
-    with pytest.raises(ValueError, match="impossible on mps.*precision='auto' or 'float32'"):
-        precision.analysis_dtype("float64", mps)
-    cuda = torch.device("cuda", 0)
-    with mock.patch.object(torch.version, "hip", None):
-        for capability, full_rate in [((9, 0), True), ((8, 0), True), ((8, 6), False), ((7, 5), False),
-                                      ((8, 9), False), ((12, 0), False)]:
-            with mock.patch.object(torch.cuda, "get_device_capability", lambda device, c=capability: c):
-                assert precision.full_rate_float64(cuda) is full_rate
-                assert precision.analysis_dtype("auto", cuda) == (torch.float64 if full_rate else torch.float32)
-    assert not precision.full_rate_float64(torch.device("xpu"))
+@dataclass(frozen=True)
+class StandIn:
+    """A device as the resolver sees it: its torch name, and what torch reports about a GPU.
+
+    ``capability`` is what ``torch.cuda.get_device_capability`` returns (on ROCm too: HIP builds
+    report the architecture's major and minor digits, so gfx900 reads as (9, 0), like a V100);
+    ``hip_arch`` is ROCm's ``gcnArchName`` (None: an NVIDIA device, or not a GPU).
+    """
+
+    device: str
+    capability: tuple[int, int] | None = None
+    hip_arch: str | None = None
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        """torch as it reads on this device's machine; a GPU query on another kind of device fails."""
+        def capability(device: object = None) -> tuple[int, int]:
+            if self.capability is None:
+                raise AssertionError(f"get_device_capability asked on {self.device}")
+            return self.capability
+
+        def properties(device: object = None) -> SimpleNamespace:
+            if self.hip_arch is None:
+                raise AssertionError(f"get_device_properties asked on {self.device} (gcnArchName exists on ROCm only)")
+            return SimpleNamespace(gcnArchName=self.hip_arch, major=self.capability[0],  # type: ignore[index]
+                                   minor=self.capability[1])  # type: ignore[index]
+
+        hip = "6.2.41133" if self.hip_arch is not None else None
+        mps = torch.device(self.device).type == "mps"
+        with mock.patch.object(torch.version, "hip", hip), \
+                mock.patch.object(torch.cuda, "get_device_capability", capability), \
+                mock.patch.object(torch.cuda, "get_device_properties", properties), \
+                mock.patch.object(torch.backends.mps, "is_available", lambda: mps):
+            yield
+
+
+def _nvidia(capability: tuple[int, int], index: int = 0) -> StandIn:
+    return StandIn(f"cuda:{index}", capability=capability)
+
+
+def _rocm(arch: str) -> StandIn:
+    digits = arch.split(":")[0].removeprefix("gfx")
+    return StandIn("cuda:0", capability=(int(digits[:-2]), int(digits[-2], 16)), hip_arch=arch)
+
+
+#: Every branch ``analysis_dtype`` can take: (device, policy, the dtype it picks or the error it raises).
+POLICY_TABLE: list[tuple[str, StandIn, str, torch.dtype | str]] = [
+    ("cpu", StandIn("cpu"), "auto", torch.float64),
+    ("P100", _nvidia((6, 0)), "auto", torch.float64),
+    ("P40 / GTX 10xx", _nvidia((6, 1)), "auto", torch.float32),
+    ("V100", _nvidia((7, 0)), "auto", torch.float64),
+    ("T4 / RTX 20xx", _nvidia((7, 5)), "auto", torch.float32),
+    ("A100 (second GPU)", _nvidia((8, 0), index=1), "auto", torch.float64),
+    ("A10 / RTX 30xx", _nvidia((8, 6)), "auto", torch.float32),
+    ("L4 / RTX 40xx", _nvidia((8, 9)), "auto", torch.float32),
+    ("H100 / H200", _nvidia((9, 0)), "auto", torch.float64),
+    ("B200", _nvidia((10, 0)), "auto", torch.float64),
+    ("RTX 50xx", _nvidia((12, 0)), "auto", torch.float32),
+    ("MI250 (gfx90a)", _rocm("gfx90a:sramecc+:xnack-"), "auto", torch.float64),
+    ("MI300X (gfx942)", _rocm("gfx942:sramecc+:xnack-"), "auto", torch.float64),
+    ("Vega 64 (gfx900, reads as 9.0)", _rocm("gfx900:xnack-"), "auto", torch.float32),
+    ("RX 6900 (gfx1030)", _rocm("gfx1030"), "auto", torch.float32),
+    ("RX 7900 (gfx1100)", _rocm("gfx1100"), "auto", torch.float32),
+    ("mps", StandIn("mps"), "auto", torch.float32),
+    ("xpu", StandIn("xpu"), "auto", torch.float32),
+    ("cpu", StandIn("cpu"), "float32", torch.float32),
+    ("H100", _nvidia((9, 0)), "float32", torch.float32),
+    ("mps", StandIn("mps"), "float32", torch.float32),
+    ("cpu", StandIn("cpu"), "float64", torch.float64),
+    ("RTX 30xx", _nvidia((8, 6)), "float64", torch.float64),
+    ("RX 7900", _rocm("gfx1100"), "float64", torch.float64),
+    ("mps", StandIn("mps"), "float64", r"impossible on mps.*precision='auto' or 'float32'"),
+    ("cpu", StandIn("cpu"), "fp16", r"precision must be one of \('auto', 'float64', 'float32'\)"),
+]
+_RESOLVER = (precision.check_precision, precision.supports_float64, precision.full_rate_float64,
+             precision.analysis_dtype)
+
+
+def _resolve(stand_in: StandIn, policy: str) -> torch.dtype | str:
+    """The dtype ``analysis_dtype`` picks on the stand-in, or the message it raises."""
+    with stand_in.active():
+        try:
+            return precision.analysis_dtype(policy, torch.device(stand_in.device))
+        except ValueError as error:
+            return str(error)
+
+
+@pytest.mark.parametrize(("name", "stand_in", "policy", "expected"), POLICY_TABLE,
+                         ids=[f"{row[0]}-{row[2]}" for row in POLICY_TABLE])
+def test_the_policy_picks_per_device(name: str, stand_in: StandIn, policy: str, expected: torch.dtype | str) -> None:
+    got = _resolve(stand_in, policy)
+    if isinstance(expected, str):
+        assert isinstance(got, str) and re.search(expected, got), got
+    else:
+        assert got == expected, f"{name}: precision={policy!r} picked {got}"
+
+
+def _line(code: CodeType, offset: int) -> int | None:
+    """The source line of the instruction at ``offset``."""
+    return max(((start, line) for start, line in dis.findlinestarts(code) if start <= offset), default=(0, None))[1]
+
+
+def test_the_policy_table_runs_every_instruction_of_the_resolver() -> None:
+    """A branch added to the resolver without a row here fails: every bytecode instruction of the
+    resolver's functions must run under some row (which also covers each side of an ``and``/``or``)."""
+    codes = {function.__code__: function.__name__ for function in _RESOLVER}
+    run: dict[CodeType, set[int]] = {code: set() for code in codes}
+
+    def trace(frame: FrameType, event: str, arg: object) -> Any:
+        if frame.f_code not in run:
+            return None
+        frame.f_trace_opcodes, frame.f_trace_lines = True, False
+
+        def opcodes(frame: FrameType, event: str, arg: object) -> Any:
+            if event == "opcode":
+                run[frame.f_code].add(frame.f_lasti)
+            return opcodes
+        return opcodes
+
+    previous = sys.gettrace()
+    sys.settrace(trace)
+    try:
+        outcomes = [_resolve(stand_in, policy) for _, stand_in, policy, _ in POLICY_TABLE]
+    finally:
+        sys.settrace(previous)
+    missed = {name: [f"line {_line(code, each.offset)}: {each.opname} {each.argrepr}".rstrip()
+                     for each in dis.get_instructions(code)
+                     if each.offset not in run[code] and each.opname != "RESUME"]  # runs before the call event
+              for code, name in codes.items()}
+    assert not any(missed.values()), f"instructions of the resolver no row of POLICY_TABLE runs: {missed}"
+    assert {torch.float32, torch.float64} <= set(outcomes) and any(isinstance(each, str) for each in outcomes)
 
 
 @pytest.mark.parametrize("value", ["float16", "fp32", None, 64])
