@@ -32,7 +32,16 @@ from psheads.rope import precision
 from tests.conftest import FAMILIES, HOOKED_FAMILIES
 
 FLOAT32_TOLERANCE = 1e-5
-"""The issue's goal for float32 scores; measured ≤ 1e-6 on every family here (tiny random models)."""
+"""float32's bound for averaged frames (every score, spread and entropy) and for one prompt's anova
+scores and entropies: measured ≤ 1e-6 on every family here (tiny random models), ≤ 3.8e-6 on the
+shipped models' averaged frames and ≤ 1.2e-6 on their per-prompt anova scores (64 to 1,024 prompts)."""
+FLOAT32_PER_PROMPT_SWAP_TOLERANCE = 3e-4
+"""float32's bound for one prompt's swap scores (``reduce=False``) at paper B's ``tau`` = 1e-4:
+measured ≤ 9.2e-5 over 256 prompts of the shipped number model and 2.0e-4 over 1,024 (the
+largest grows with the number of prompts: it is the tail of a distribution), ≤ 3.4e-5 on letter.
+The swap weights are a softmax at temperature ``tau`` over attention differences, so float32's
+rounding of the logits (≈ 1e-7 relative) reaches a prompt's score as ≈ 1e-7 · |logit| / tau; the
+mean over prompts averages it out (within ``FLOAT32_TOLERANCE``)."""
 COMPARED = ("positional", "symbolic", "positional_std", "symbolic_std", "entropy")
 MEANS = ("positional", "symbolic", "entropy")
 
@@ -60,17 +69,27 @@ def _tokens(model: object, n: int = 5, length: int = 40) -> torch.Tensor:
     return torch.randint(1, min(int(model.cfg.d_vocab), 64), (n, length), generator=generator)  # type: ignore[attr-defined]
 
 
+def tolerance_for(frame: pd.DataFrame) -> float:
+    """float32's bound for a frame: ``FLOAT32_PER_PROMPT_SWAP_TOLERANCE`` for one prompt's swap
+    scores, ``FLOAT32_TOLERANCE`` for everything else."""
+    per_prompt = "prompt" in frame.columns
+    swap = frame.attrs["config"]["method"] == "swap"
+    return FLOAT32_PER_PROMPT_SWAP_TOLERANCE if per_prompt and swap else FLOAT32_TOLERANCE
+
+
 def assert_close_scores(float64: pd.DataFrame, float32: pd.DataFrame, gamma: float = 0.1,
                         compared: tuple[str, ...] = COMPARED) -> float:
-    """Float32 scores within ``FLOAT32_TOLERANCE`` of float64's, labels equal where no score is that
-    close to a threshold; returns the largest difference."""
+    """Float32 scores within ``tolerance_for`` the frame of float64's, labels equal where no score is
+    that close to a threshold; returns the largest difference."""
+    tolerance = tolerance_for(float64)
     columns = [name for name in (*compared, "interaction") if name in float64.columns]
+    assert len(float64) == len(float32) and (float64["head"].to_numpy() == float32["head"].to_numpy()).all()
     difference = float(np.abs(float64[columns].to_numpy() - float32[columns].to_numpy()).max())
-    assert difference <= FLOAT32_TOLERANCE, difference
+    assert difference <= tolerance, (difference, tolerance)
     near = np.zeros(len(float64), dtype=bool)
     for name in ("positional", "symbolic"):
         for threshold in (gamma, 1 - gamma):
-            near |= np.abs(float64[name].to_numpy() - threshold) <= FLOAT32_TOLERANCE
+            near |= np.abs(float64[name].to_numpy() - threshold) <= tolerance
     assert (float64["label"] == float32["label"])[~near].all()
     return difference
 
@@ -246,13 +265,30 @@ def test_float32_scores_are_within_1e_5_of_float64_on_every_family(model_factory
     lens = psheads.RopeLens(model)
     tokens = _tokens(model)
     for method, by_frequency in [("swap", False), ("swap", True), ("anova", False), ("anova", True)]:
-        frames = [psheads.score_heads(lens, tokens, method=method, by_frequency=by_frequency, precision=policy,
-                                      progress=False) for policy in ("float64", "float32")]
-        assert frames[1].attrs["analysis_dtype"] == "float32"
-        assert_close_scores(*frames)
+        for reduce in (True, False):  # averaged frames, and one row per prompt
+            frames = [psheads.score_heads(lens, tokens, method=method, by_frequency=by_frequency, reduce=reduce,
+                                          precision=policy, progress=False) for policy in ("float64", "float32")]
+            assert frames[1].attrs["analysis_dtype"] == "float32"
+            assert_close_scores(*frames)
     profiles = [psheads.frequency_profile(lens, tokens, precision=policy, progress=False).planes
                 for policy in ("float64", "float32")]
     assert np.abs(profiles[0]["usage"] - profiles[1]["usage"]).max() <= FLOAT32_TOLERANCE
+
+
+@pytest.mark.parametrize(("name", "n"), [("number", 64), ("number", 256), ("letter", 64), ("letter", 256),
+                                         pytest.param("number", 1024, marks=pytest.mark.slow)])
+def test_float32_on_the_shipped_models_per_prompt_and_averaged(name: str, n: int) -> None:
+    """The task models at their own prompts, where one prompt's swap score is furthest from float64's
+    (9.2e-5 at 256 prompts of number, 2.0e-4 at 1,024): averaged frames and anova within
+    ``FLOAT32_TOLERANCE``, a prompt's swap scores within ``FLOAT32_PER_PROMPT_SWAP_TOLERANCE``."""
+    shipped = psheads.load_pretrained(name)
+    tokens = shipped.task.generate(n, seed=0).tokens
+    for method in ("swap", "anova"):
+        for reduce in (True, False):
+            float64, float32 = (psheads.score_heads(shipped.model, tokens, method=method, reduce=reduce,
+                                                    precision=policy, progress=False)
+                                for policy in ("float64", "float32"))
+            assert_close_scores(float64, float32)
 
 
 @pytest.mark.parametrize("family", HOOKED_FAMILIES)
