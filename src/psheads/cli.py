@@ -760,7 +760,8 @@ def _add_score(sub: Any) -> None:
                        help="score every RoPE plane as its own head (adds the plane and theta columns)")
     score.add_argument("--precision", default="auto", metavar="{auto,float64,float32}",
                        help="dtype of the score arithmetic: auto (float64 on a CPU and on GPUs with full-rate float64, "
-                            "float32 on consumer GPUs and MPS), float64 or float32 (within 1e-5 of float64)")
+                            "float32 on consumer GPUs and MPS), float64 or float32 (averaged scores within 1e-5 of "
+                            "float64, one prompt's swap scores within 3e-4)")
 
 
 def _add_profile(sub: Any) -> None:

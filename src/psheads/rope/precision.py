@@ -62,7 +62,7 @@ def analysis_dtype(precision: str, device: torch.device) -> torch.dtype:
     precision = check_precision(precision)
     if precision == "float64" and not supports_float64(device):
         raise ValueError(f"precision='float64' is impossible on {torch.device(device)}: torch has no float64 "
-                         "there. Pass precision='auto' or 'float32' (scores within 1e-5 of float64's).")
+                         "there. Pass precision='auto' or 'float32' (averaged scores within 1e-5 of float64's).")
     if precision == "float32" or (precision == "auto" and not (supports_float64(device) and full_rate_float64(device))):
         return torch.float32
     return torch.float64
