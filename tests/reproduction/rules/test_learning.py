@@ -8,7 +8,7 @@ import pandas as pd
 
 import psheads
 from psheads.reproduction import report
-from psheads.reproduction.references import PUBLISHED
+from psheads.reproduction.references import PAPER_B_FIGURE_2A, PUBLISHED
 from psheads.reproduction.rules import Graded, learning
 
 
@@ -151,3 +151,19 @@ def test_part_c_of_the_index_flow_is_psheads_reading_and_fails_the_every_hop_mod
     assert learning.propagation_grade(every).verdict == "does not reproduce"
     assert PUBLISHED["index_flow_propagate"].locator.startswith("psheads' prediction")
     assert learning.propagation_grade(learning._flow(learning._figure_3a)).verdict == "reproduces"
+
+
+def test_figure_2a_is_read_from_the_pdf() -> None:
+    """Paper B's figure 2A (number task), its vertices every 50 steps: hop 1 first, then hop 2, and hops
+    3 and 4 together, hop 3 ahead by at most 0.077 (step 2,850)."""
+    curve = learning.figure_2a_curve()
+    wide = curve.assign(hops=curve["hops"].astype(int)).pivot(index="step", columns="hops", values="accuracy")
+    assert list(wide.index) == list(range(50, 6751, 50)) and list(wide.columns) == [1, 2, 3, 4]
+    for hops, points in PAPER_B_FIGURE_2A.items():
+        assert all(step % 50 == 0 for step in points)
+        assert np.allclose(wide.loc[list(points), hops], list(points.values()))  # the vertices themselves
+    assert (wide.iloc[-1] == 1.0).all() and wide.min().min() > 0
+    assert [int(wide.index[wide[hops] >= 0.9][0]) for hops in (1, 2, 3, 4)] == [2050, 2750, 3250, 3400]
+    lead = wide[3] - wide[4]
+    assert round(lead.max(), 3) == 0.077 and lead.idxmax() == 2850
+    assert learning.figure_2a_curve(500)["step"].min() == 500

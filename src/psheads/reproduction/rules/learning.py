@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from psheads.interface.reprs import layer_text
-from psheads.reproduction.references import PUBLISHED
+from psheads.reproduction.references import PAPER_B_FIGURE_2A, PUBLISHED
 from psheads.reproduction.rules.base import (
     CONTROLS,
     FIRST_REPORT,
@@ -123,6 +123,18 @@ def _logistic_curves(centres: Mapping[int, float], steps: Sequence[int] = tuple(
     """Per-hop accuracy rising on a logistic (width 200 steps) centred at ``centres[hops]``."""
     return pd.DataFrame([{"step": step, "hops": str(hops), "accuracy": 1 / (1 + math.exp(-(step - centre) / 200))}
                          for hops, centre in centres.items() for step in steps])
+
+
+def figure_2a_curve(every: int = 50) -> pd.DataFrame:
+    """Paper B's figure 2A, number task (``references.PAPER_B_FIGURE_2A``), as a ``step, hops,
+    accuracy`` curve at every ``every`` steps up to the panel's last step (6,750): the PDF's vertices,
+    interpolated linearly where its path leaves a point out (every 50 steps is the panel's own spacing)."""
+    last = max(max(points) for points in PAPER_B_FIGURE_2A.values())
+    steps = np.arange(every, last + 1, every)
+    return pd.DataFrame([{"step": int(step), "hops": str(hops), "accuracy": float(accuracy)}
+                         for hops, points in PAPER_B_FIGURE_2A.items()
+                         for step, accuracy in zip(steps, np.interp(steps, list(points), list(points.values())),
+                                                   strict=True)])
 
 
 STAIRCASE = _logistic_curves({1: 1000, 2: 2000, 3: 3000, 4: 4000})
