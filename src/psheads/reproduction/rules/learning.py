@@ -105,7 +105,7 @@ def _order_text(curve: pd.DataFrame) -> str:
     parts = []
     for (first, second), (lead, trail) in _pair_gaps(curve).items():
         if (first, second) in LEVEL_PAIRS:
-            parts.append(f"{second} over {first} by at most {max(trail, 0.0):.2f}")
+            parts.append(f"{second} over {first} by at most {max(0.0, trail):.2f}")
         else:
             parts.append(f"{first} over {second} by {lead:.2f}" + (f" (behind by {trail:.2f})" if trail > HOP_TRAIL
                                                                     else ""))
@@ -405,7 +405,7 @@ FAMILY: tuple[Rule, ...] = (
                           "resolve; in the same commit, after a first re-measurement, partly also when every seed "
                           "separates all pairs but one (the first version graded two of three pairs in every seed "
                           "'does not reproduce')"),
-               ("", "paper B's own figure 2A, read from the PDF, is the positive control: its hops 3 and 4 rise "
+               ("84f7562", "paper B's own figure 2A, read from the PDF, is the positive control: its hops 3 and 4 rise "
                     "together (hop 3 ahead by at most 0.077), so no level of the old rule let the paper reproduce. "
                     "Hops 3 and 4 now need only never be reversed beyond 0.1, and 'partly' for every seed but one "
                     "pair is gone. Written with the measurements known: psheads' three seeds separated 1–2 and 2–3 "
