@@ -3,12 +3,14 @@ the outside referee's read of paper B: hop order, placement, index flow, γ, con
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pandas as pd
 
 import psheads
 from psheads.reproduction import report
-from psheads.reproduction.references import PUBLISHED
+from psheads.reproduction.references import PAPER_B_FIGURE_2A, PUBLISHED
 from psheads.reproduction.rules import Graded, learning
 
 
@@ -37,18 +39,27 @@ def _hops(rows: dict[int, list[float]], steps: tuple[int, ...] = (1500, 2000, 25
 
 def test_hop_by_hop_reads_the_order_at_fixed_steps() -> None:
     """The referee's counter-example: at step 2500 hop 2 leads hops 3–4 in every seed (0.65 against about
-    0.40), which is paper B's pattern, though all of 2, 3 and 4 first reach 90% at step 3000."""
+    0.40), which is paper B's pattern, though all of 2, 3 and 4 first reach 90% at step 3000. Hops 3 and 4
+    rise together, as in paper B's own figure 2A; only hop 4 ahead of hop 3 beyond 0.1 breaks the order."""
     shipped = _hops({1: [0.25, 0.99, 1.0, 1.0, 1.0], 2: [0.14, 0.25, 0.65, 1.0, 1.0], 3: [0.13, 0.24, 0.40, 0.98, 1.0],
                      4: [0.13, 0.27, 0.42, 0.95, 1.0]})
-    assert learning.hop_leads(shipped) == [True, True, False]  # 3 and 4 rise together between two checkpoints
-    assert learning.hop_by_hop([shipped] * 3).verdict == "partly"
+    assert learning.hop_leads(shipped) == [True, True, True]  # 3 and 4 rise together between two checkpoints
+    assert learning.hop_by_hop([shipped] * 3).verdict == "reproduces"
+    assert learning.hop_by_hop([shipped]).detail == ("1 of 1 seeds keep the order; per seed: 1 over 2 by 0.74, 2 over "
+                                                     "3 by 0.25, 4 over 3 by at most 0.03 (yes)")
+    reversed_34 = _hops({1: [0.25, 0.99, 1.0, 1.0, 1.0], 2: [0.14, 0.25, 0.65, 1.0, 1.0],
+                         3: [0.13, 0.24, 0.25, 0.98, 1.0], 4: [0.13, 0.27, 0.42, 0.95, 1.0]})
+    assert learning.hop_leads(reversed_34) == [True, True, False]  # hop 4 ahead of hop 3 by 0.17
+    assert learning.hop_by_hop([reversed_34] * 3).verdict == "does not reproduce"
     letter = _hops({1: [0.3, 0.99, 1.0, 1.0, 1.0], 2: [0.1, 0.3, 1.0, 1.0, 1.0], 3: [0.1, 0.3, 0.98, 1.0, 1.0],
                     4: [0.1, 0.3, 0.97, 1.0, 1.0]})
-    assert learning.hop_leads(letter) == [True, False, False]
+    assert learning.hop_leads(letter) == [True, False, True]
     assert learning.hop_by_hop([letter] * 3).verdict == "does not reproduce"  # 1 hop first, then the rest together
     staircase = _hops({1: [0.9, 1, 1, 1, 1], 2: [0.2, 0.9, 1, 1, 1], 3: [0.1, 0.2, 0.9, 1, 1],
                        4: [0.1, 0.1, 0.2, 0.9, 1]})
-    assert learning.hop_by_hop([staircase, staircase, shipped]).verdict == "partly"  # two seeds of three
+    assert learning.hop_by_hop([staircase, staircase, letter]).verdict == "partly"  # two seeds of three
+    assert learning.hop_by_hop([staircase, letter]).verdict == "partly"  # half
+    assert learning.hop_by_hop([staircase, letter, letter]).verdict == "does not reproduce"
     assert learning.hop_by_hop([staircase] * 2).verdict == "reproduces"
     backwards = _hops({1: [0.1, 0.2, 0.9, 1, 1], 2: [0.9, 1, 1, 1, 1], 3: [0.1, 0.1, 0.2, 0.9, 1],
                        4: [0.1, 0.1, 0.1, 0.2, 0.9]})
@@ -151,3 +162,49 @@ def test_part_c_of_the_index_flow_is_psheads_reading_and_fails_the_every_hop_mod
     assert learning.propagation_grade(every).verdict == "does not reproduce"
     assert PUBLISHED["index_flow_propagate"].locator.startswith("psheads' prediction")
     assert learning.propagation_grade(learning._flow(learning._figure_3a)).verdict == "reproduces"
+
+
+def test_figure_2a_is_read_from_the_pdf() -> None:
+    """Paper B's figure 2A (number task), its vertices every 50 steps: hop 1 first, then hop 2, and hops
+    3 and 4 together, hop 3 ahead by at most 0.077 (step 2,850)."""
+    curve = learning.figure_2a_curve()
+    wide = curve.assign(hops=curve["hops"].astype(int)).pivot(index="step", columns="hops", values="accuracy")
+    assert list(wide.index) == list(range(50, 6751, 50)) and list(wide.columns) == [1, 2, 3, 4]
+    for hops, points in PAPER_B_FIGURE_2A.items():
+        assert all(step % 50 == 0 for step in points)
+        assert np.allclose(wide.loc[list(points), hops], list(points.values()))  # the vertices themselves
+    assert (wide.iloc[-1] == 1.0).all() and wide.min().min() > 0
+    assert [int(wide.index[wide[hops] >= 0.9][0]) for hops in (1, 2, 3, 4)] == [2050, 2750, 3250, 3400]
+    lead = wide[3] - wide[4]
+    assert round(lead.max(), 3) == 0.077 and lead.idxmax() == 2850
+    assert learning.figure_2a_curve(500)["step"].min() == 500
+
+
+def _sampled(curve: pd.DataFrame, rng: np.random.Generator, prompts: int = learning.PAPER_PROMPTS) -> pd.DataFrame:
+    """``curve`` as a measurement on ``prompts`` prompts per hop count and checkpoint: binomial noise."""
+    return curve.assign(accuracy=rng.binomial(prompts, curve["accuracy"].to_numpy()) / prompts)
+
+
+def test_hop_by_hop_passes_figure_2a_with_its_sampling_noise_and_fails_the_nulls() -> None:
+    """Paper B's figure 2A, with the binomial noise of 512 prompts per hop count and checkpoint (the panel
+    does not say its count; 512 is psheads' own and fewer than either of paper B's candidate sets), three
+    seeds per draw, every 50 steps (135 checkpoints: the most chances for noise to reverse a pair) and at
+    psheads' 500-step checkpoints: reproduces in at least 97% of the draws, partly in the rest. The old
+    rule could not pass it (hop 3 leads hop 4 by at most 0.077). The nulls with the paper's timing fail
+    in every draw: every hop count at once, and the nearest, 1 hop first and then the rest at once."""
+    rng = np.random.default_rng(47)
+    paper, coarse = learning.figure_2a_curve(), learning.figure_2a_curve(500)
+    assert learning.hop_by_hop([paper]) == Graded("reproduces", "1 of 1 seeds keep the order; per seed: 1 over 2 by "
+                                                  "0.80, 2 over 3 by 0.50, 4 over 3 by at most 0.02 (yes)")
+    for curve, draws in ((paper, 150), (coarse, 100)):
+        verdicts = Counter(learning.hop_by_hop([_sampled(curve, rng) for _ in range(3)]).verdict for _ in range(draws))
+        # a single seed's pair reverses beyond 0.1 about once in 400 curves at 135 checkpoints (hops 2 and 3
+        # near step 2,200, 3 and 4 near 2,600, where the paper's own gap is within 0.06): 'partly', never worse
+        assert verdicts["reproduces"] >= 0.97 * draws and set(verdicts) <= {"reproduces", "partly"}
+    for null in (learning.figure_2a_together(), learning.figure_2a_together((1,))):
+        assert learning.hop_by_hop([null]).verdict == "does not reproduce"
+        for _ in range(50):
+            seeds = [_sampled(null, rng) for _ in range(3)]
+            assert learning.hop_by_hop(seeds).verdict == "does not reproduce"
+            assert not any(learning.hop_leads(seed)[1] for seed in seeds)  # hop 2 never leads hop 3 by 0.2
+    assert learning.hop_by_hop([learning.TOGETHER]).verdict == "does not reproduce"

@@ -5,7 +5,6 @@ initialisation."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -15,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from psheads.interface.reprs import layer_text
-from psheads.reproduction.references import PUBLISHED
+from psheads.reproduction.references import PAPER_B_FIGURE_2A, PUBLISHED
 from psheads.reproduction.rules.base import (
     CONTROLS,
     FIRST_REPORT,
@@ -34,9 +33,22 @@ from psheads.results import analysis
 # ------------------------------------------------------------------------------- learning order
 
 HOP_LEAD = 0.2
-"""Hop h leads hop h + 1 when its accuracy is at least 0.2 higher at one checkpoint."""
+"""Hop h leads hop h + 1 when its accuracy is at least 0.2 higher at one checkpoint (figure 2A: hop 1
+over hop 2 by up to 0.81, hop 2 over hop 3 by up to 0.50)."""
 HOP_TRAIL = 0.1
-"""…and it never trails hop h + 1 by more than 0.1 (about 1.6 standard errors at 64 prompts per hop)."""
+"""A later hop count is never ahead of the one before by more than 0.1: about 3 standard errors of
+the difference of two accuracies near 0.5 measured on 512 prompts each (psheads' 2,048 test prompts,
+a quarter per hop count)."""
+LEADING_PAIRS = ((1, 2), (2, 3))
+"""Figure 2A: 1 hop is learned first, then 2 hops, each ahead of the next by ``HOP_LEAD`` at one
+checkpoint and never behind it by more than ``HOP_TRAIL``."""
+LEVEL_PAIRS = ((3, 4),)
+"""…then 3 and 4 hops, together: hop 4 never ahead of hop 3 by more than ``HOP_TRAIL``, and no lead
+asked of hop 3 (paper B's own figure 2A has it ahead of hop 4 by at most 0.077)."""
+PAPER_PROMPTS = 512
+"""Prompts per hop count for figure 2A's sampling noise: the panel does not say (its caption's test
+set has 11,400 per hop count, the training code's validation set 600), so psheads' own count, the
+noisiest of the three."""
 HOP_COUNTS = (1, 2, 3, 4)
 """Figure 2A's hop counts: every seed's curve must measure each of them."""
 
@@ -69,31 +81,48 @@ def _hop_table(curve: pd.DataFrame) -> pd.DataFrame:
     return wide.reindex(columns=sorted(wide.columns))
 
 
-def hop_leads(curve: pd.DataFrame) -> list[bool]:
-    """Per adjacent pair of hop counts (1–2, 2–3, …) in a ``step, hops, accuracy`` curve: whether the
-    smaller count leads by ``HOP_LEAD`` at some checkpoint and never trails by more than ``HOP_TRAIL``."""
+def _pair_gaps(curve: pd.DataFrame) -> dict[tuple[int, int], tuple[float, float]]:
+    """Per pair of ``LEADING_PAIRS`` and ``LEVEL_PAIRS``: the largest lead of the smaller hop count over
+    the larger and of the larger over the smaller, over the checkpoints that measure both."""
     wide = _hop_table(curve)
-    leads = []
-    for first, second in itertools.pairwise(wide.columns):
-        gap = wide[first] - wide[second]
-        leads.append(bool(gap.max() >= HOP_LEAD and gap.min() >= -HOP_TRAIL))
-    return leads
+    gaps = {}
+    for first, second in LEADING_PAIRS + LEVEL_PAIRS:
+        gap = (wide[first] - wide[second]).dropna()
+        gaps[(first, second)] = (float(gap.max()), float(-gap.min()))
+    return gaps
+
+
+def hop_leads(curve: pd.DataFrame) -> list[bool]:
+    """Per pair of hop counts (1–2, 2–3, 3–4) in a ``step, hops, accuracy`` curve: whether it keeps
+    figure 2A's order. In ``LEADING_PAIRS`` the smaller count leads by ``HOP_LEAD`` at some checkpoint
+    and never trails by more than ``HOP_TRAIL``; in ``LEVEL_PAIRS`` it never trails by more than
+    ``HOP_TRAIL``."""
+    return [(pair in LEVEL_PAIRS or lead >= HOP_LEAD) and trail <= HOP_TRAIL
+            for pair, (lead, trail) in _pair_gaps(curve).items()]
+
+
+def _order_text(curve: pd.DataFrame) -> str:
+    parts = []
+    for (first, second), (lead, trail) in _pair_gaps(curve).items():
+        if (first, second) in LEVEL_PAIRS:
+            parts.append(f"{second} over {first} by at most {max(0.0, trail):.2f}")
+        else:
+            parts.append(f"{first} over {second} by {lead:.2f}" + (f" (behind by {trail:.2f})" if trail > HOP_TRAIL
+                                                                    else ""))
+    return ", ".join(parts)
 
 
 def hop_by_hop(curves: Sequence[pd.DataFrame]) -> Graded:
-    """Figure 2A's number task: in every seed, each hop count leads the next at fixed steps
-    (reproduces); at least half the seeds, or every seed but for one pair (partly). A seed's curve
-    that lacks a hop count (``hop_curve_gaps``) makes the claim *not measured*."""
+    """Figure 2A's number task, per seed: 1 hop first, then 2, then 3 and 4 together (``hop_leads``).
+    Reproduces when every seed keeps that order, partly when at least half do. A seed's curve that
+    lacks a hop count (``hop_curve_gaps``) makes the claim *not measured*."""
     if gaps := _seed_gaps(curves):
         return not_measured(gaps)
-    per_seed = [hop_leads(curve) for curve in curves]
-    separated = sum(all(leads) for leads in per_seed)
-    verdict = share_verdict(separated, len(per_seed))
-    if verdict == "does not reproduce" and all(sum(leads) >= len(leads) - 1 for leads in per_seed):
-        verdict = "partly"
-    return Graded(verdict,
-                  "pairs 1–2 / 2–3 / 3–4 that separate, per seed: "
-                  + "; ".join(" / ".join("yes" if lead else "no" for lead in leads) for leads in per_seed))
+    per_seed = [all(hop_leads(curve)) for curve in curves]
+    return Graded(share_verdict(sum(per_seed), len(per_seed)),
+                  f"{sum(per_seed)} of {len(per_seed)} seeds keep the order; per seed: "
+                  + "; ".join(f"{_order_text(curve)} ({'yes' if kept else 'no'})"
+                              for curve, kept in zip(curves, per_seed, strict=True)))
 
 
 def checkpoint_interval(steps: Sequence[int]) -> int:
@@ -123,6 +152,29 @@ def _logistic_curves(centres: Mapping[int, float], steps: Sequence[int] = tuple(
     """Per-hop accuracy rising on a logistic (width 200 steps) centred at ``centres[hops]``."""
     return pd.DataFrame([{"step": step, "hops": str(hops), "accuracy": 1 / (1 + math.exp(-(step - centre) / 200))}
                          for hops, centre in centres.items() for step in steps])
+
+
+def figure_2a_curve(every: int = 50) -> pd.DataFrame:
+    """Paper B's figure 2A, number task (``references.PAPER_B_FIGURE_2A``), as a ``step, hops,
+    accuracy`` curve at every ``every`` steps up to the panel's last step (6,750): the PDF's vertices,
+    interpolated linearly where its path leaves a point out (every 50 steps is the panel's own spacing)."""
+    last = max(max(points) for points in PAPER_B_FIGURE_2A.values())
+    steps = np.arange(every, last + 1, every)
+    return pd.DataFrame([{"step": int(step), "hops": str(hops), "accuracy": float(accuracy)}
+                         for hops, points in PAPER_B_FIGURE_2A.items()
+                         for step, accuracy in zip(steps, np.interp(steps, list(points), list(points.values())),
+                                                   strict=True)])
+
+
+def figure_2a_together(apart: Sequence[int] = (), every: int = 50) -> pd.DataFrame:
+    """Figure 2A's number curve (``figure_2a_curve``) with every hop count not in ``apart`` on the
+    average of their curves: a null of hop-by-hop learning that keeps the paper's timing. ``apart=(1,)``
+    is 1 hop first, then the rest at once (the letter task's pattern, the nearest null); ``()``, every
+    hop count at once."""
+    curve = figure_2a_curve(every)
+    together = ~curve["hops"].astype(int).isin(apart)
+    average = curve[together].groupby("step")["accuracy"].transform("mean")
+    return curve.assign(accuracy=curve["accuracy"].where(~together, average))
 
 
 STAIRCASE = _logistic_curves({1: 1000, 2: 2000, 3: 3000, 4: 4000})
@@ -344,16 +396,22 @@ def entropy_grade(measurement: tuple[float, Sequence[float]]) -> Graded:
 
 FAMILY: tuple[Rule, ...] = (
     Rule("number_hop_by_hop",
-         f"per seed, each hop count leads the next (1–2, 2–3, 3–4) by ≥ {HOP_LEAD} in accuracy at some checkpoint and "
-         f"never trails it by more than {HOP_TRAIL}; reproduces when every seed separates all three pairs, partly when "
-         "at least half do or every seed separates all but one (the letter task's 1 hop first, then the rest "
-         "together, separates one pair).", f"{HOP_LEAD} accuracy at one checkpoint",
+         f"per seed, 1 hop first, then 2, then 3 and 4 together: hop 1 leads hop 2 and hop 2 leads hop 3 by "
+         f"≥ {HOP_LEAD} in accuracy at some checkpoint, and no hop count is ever ahead of the one before by more "
+         f"than {HOP_TRAIL} (about 3 standard errors at 512 prompts per hop count). Hop 3 need not lead hop 4: paper "
+         "B's figure 2A has it ahead by at most 0.077. Reproduces when every seed keeps that order, partly when at "
+         "least half do.", f"a {HOP_LEAD} lead at one checkpoint; a {HOP_TRAIL} reversal",
          fixed((CONTROLS, "the order at fixed steps replaces the first step at 90%, which 500-step checkpoints cannot "
                           "resolve; in the same commit, after a first re-measurement, partly also when every seed "
                           "separates all pairs but one (the first version graded two of three pairs in every seed "
-                          "'does not reproduce')")), hop_by_hop,
-         Control("a staircase: hop h rises 1,000 steps after hop h − 1", [STAIRCASE]),
-         Control("every hop count on one curve", [TOGETHER])),
+                          "'does not reproduce')"),
+               ("84f7562", "paper B's own figure 2A, read from the PDF, is the positive control: its hops 3 and 4 rise "
+                    "together (hop 3 ahead by at most 0.077), so no level of the old rule let the paper reproduce. "
+                    "Hops 3 and 4 now need only never be reversed beyond 0.1, and 'partly' for every seed but one "
+                    "pair is gone. Written with the measurements known: psheads' three seeds separated 1–2 and 2–3 "
+                    "and not 3–4, and got 'partly'")), hop_by_hop,
+         Control("figure 2A's number curves, read from the PDF (every 50 steps)", [figure_2a_curve()]),
+         Control("figure 2A's hop 1, then hops 2–4 at once on their average curve", [figure_2a_together((1,))])),
     Rule("letter_at_once", f"every hop count reaches {analysis.READY:.0%} within one checkpoint interval of the first, "
          "in every seed (partly: some seeds).", "one checkpoint interval", fixed((FIRST_REPORT, "")), at_once,
          Control("every hop count on one curve", [TOGETHER]),
