@@ -243,6 +243,18 @@ def test_usage_errors_exit_2_before_any_model_loads(capsys, directory, prompts, 
     assert loads == []
 
 
+def test_an_abbreviated_option_is_refused_not_guessed(capsys, directory, loads) -> None:
+    """``score --prompts 32`` was read as ``--prompts-file 32`` and failed with "32 does not exist"."""
+    cases = {("score", str(directory), "--prompts", "32"): "--prompts 32",
+             ("score", str(directory), "--met", "anova"): "--met anova", ("--vers", "demo"): "--vers"}
+    for argv, unrecognized in cases.items():
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(list(argv))
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and f"unrecognized arguments: {unrecognized}" in err, (argv, err)
+    assert loads == []
+
+
 def test_conflicting_options_are_refused_before_any_model_loads(capsys, directory, loads) -> None:
     """``--option block_size=2 --block-size 3`` ran with 3 and said nothing."""
     score = ("score", str(directory), "--task", "number")

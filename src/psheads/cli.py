@@ -691,7 +691,7 @@ def _command(sub: Any, name: str, summary: str, run: Callable[[argparse.Namespac
              details: str = "") -> argparse.ArgumentParser:
     """A sub-command with the shared formatter, exit statuses and ``--quiet``."""
     parser = sub.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}.{details}",
-                            epilog=EXIT_STATUS, formatter_class=_HelpFormatter)
+                            epilog=EXIT_STATUS, formatter_class=_HelpFormatter, allow_abbrev=False)
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bars and no log lines from the model loaders (bars show only on a "
                              "terminal anyway)")
@@ -896,8 +896,9 @@ COMMANDS = (_add_demo, _add_score, _add_profile, _add_lengthgen, _add_train, _ad
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``psheads`` argument parser."""
+    # allow_abbrev=False: an abbreviation is refused, not guessed (``--prompts 32`` was read as ``--prompts-file 32``)
     parser = argparse.ArgumentParser(prog="psheads", description=DESCRIPTION, epilog=EXIT_STATUS,
-                                     formatter_class=_HelpFormatter)
+                                     formatter_class=_HelpFormatter, allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"psheads {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS:
