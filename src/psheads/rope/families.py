@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from psheads.interface.registry import Registry
+from psheads.interface.registry import Registry, named
 from psheads.rope.geometry import Pairing
 
 TableLayout = Literal["auto", "sin_first_pairs", "negated_sin"]
@@ -137,7 +137,11 @@ GENERIC = Family("rotary", (), "any other RoPE architecture")
 passes. QK-norm is detected on the bridge."""
 
 
-_REGISTRY: Registry[Family] = Registry("RoPE family", "psheads.rope.families.register_family")
+_REGISTRY: Registry[Family] = Registry(
+    "RoPE family", "psheads.rope.families.register_family", group="psheads.families",
+    add=lambda name, family: register_family(named(name, family, "family")))
+"""The families; installed packages add theirs as entry points of ``psheads.families``,
+``name = "module:family"`` (the ``Family``'s ``name`` is the entry point's)."""
 for _family in FAMILIES:
     _REGISTRY.register(_family.name, _family)
 

@@ -336,7 +336,10 @@ def balanced(values: list[int], n: int, generator: torch.Generator) -> Tensor:
     return pool[torch.randperm(n, generator=generator)]
 
 
-_REGISTRY: Registry[Callable[..., Task]] = Registry("task", "psheads.tasks.register_task")
+_REGISTRY: Registry[Callable[..., Task]] = Registry(
+    "task", "psheads.tasks.register_task", group="psheads.tasks",
+    add=lambda name, factory: register_task(name, factory))
+"""The tasks; installed packages add theirs as entry points of ``psheads.tasks``, ``name = "module:factory"``."""
 
 
 def register_task(name: str, factory: Callable[..., Task], *, replace: bool = False) -> Callable[..., Task]:

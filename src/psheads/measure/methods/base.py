@@ -21,7 +21,7 @@ from torch import Tensor
 
 from psheads.interface import validation
 from psheads.interface.config import config_dict
-from psheads.interface.registry import Registry
+from psheads.interface.registry import Registry, named
 from psheads.measure.engine import KeyLogits
 from psheads.measure.prompts import PromptConfig, PromptOptions
 from psheads.rope.precision import check_precision
@@ -62,7 +62,11 @@ class ScoreMethod(Protocol):
         """``{column: [*lead]}`` for every leading entry of ``logits`` (fp64)."""
 
 
-_METHODS: Registry[ScoreMethod] = Registry("score method", "psheads.register_score_method")
+_METHODS: Registry[ScoreMethod] = Registry(
+    "score method", "psheads.register_score_method", group="psheads.score_methods",
+    add=lambda name, method: register_score_method(named(name, method, "score method")))
+"""The score methods; installed packages add theirs as entry points of ``psheads.score_methods``,
+``name = "module:instance"`` (the instance's ``name`` is the entry point's)."""
 
 
 def parameter_type(method: ScoreMethod) -> type | None:
