@@ -357,7 +357,7 @@ def test_real_tokenizers(folder: Path) -> None:
 
 
 def test_the_haystack_is_tokenized_once_and_forgotten_with_its_tokenizer(bpe) -> None:
-    cache = long_context._TokenizerCache()
+    cache = long_context.text.TokenizerCache()
     calls = []
     assert cache.get(bpe, "key", lambda: calls.append(1) or 5) == 5
     assert cache.get(bpe, "key", lambda: calls.append(1) or 6) == 5 and calls == [1]
