@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set-up and entry points for a fresh machine (CPU): `bash run.sh demo` or `bash run.sh test`.
+# Set-up and entry points for a fresh machine (CPU): `bash run.sh demo`, `bash run.sh test` or
+# `bash run.sh coverage` (both TransformerLens versions' coverage records).
 # Installs the CPU torch wheel first so no CUDA build is pulled, then psheads in editable mode.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -38,8 +39,17 @@ case "${1:-}" in
         make_env .venv39 test,llms "transformer-lens==3.9.*"
         .venv39/bin/python -m pytest "$@"
         ;;
+    coverage)
+        shift
+        # both TransformerLens versions' coverage records (docs/coverage.json), then the page;
+        # `bash run.sh coverage --only LlamaForCausalLM` measures and rewrites that row alone
+        make_env .venv test,docs,llms "transformer-lens>=4,<5"
+        .venv/bin/python -m tests.coverage --write "$@"
+        make_env .venv39 test,llms "transformer-lens==3.9.*"
+        .venv39/bin/python -m tests.coverage --write "$@"
+        ;;
     *)
-        echo "usage: bash run.sh demo [--seed N] | bash run.sh test [pytest args]" >&2
+        echo "usage: bash run.sh demo [--seed N] | bash run.sh test [pytest args] | bash run.sh coverage [--only ARCH ...]" >&2
         exit 2
         ;;
 esac

@@ -111,4 +111,4 @@ def test_the_architecture_page_table_is_the_code() -> None:
     assert begin in page and end in page, "docs/architecture.md lost its generated module table"
     shown = page.split(begin)[1].split(end)[0].strip()
     assert shown == architecture.module_table().strip(), (
-        "docs/architecture.md's module table is stale: run `python -m tests.architecture --write`")
+        "docs/architecture.md's module table is stale: run `python -m tests.regenerate`")

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import regenerate
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted(ROOT.glob("docs/*.md")) + [ROOT / "README.md"]
 NOT_RUN = re.compile(r"^<!-- not run: (?P<reason>\S.*?) -->$")
@@ -254,3 +256,34 @@ def test_every_test_the_docs_name_exists() -> None:
             if not target.is_file() or (name and not re.search(rf"^def {name}\(", target.read_text(), re.M)):
                 missing.append(f"{page.name}: {path}{'::' + name if name else ''}")
     assert not missing, "\n".join(missing)
+
+
+@pytest.mark.parametrize("piece", regenerate.PIECES, ids=lambda piece: piece.name)
+def test_generated_pieces_agree_with_the_code(piece: regenerate.Generated) -> None:
+    """Every list of a registry, and every table drawn from the code, is what the code says now."""
+    assert piece.shown() == piece.draw().strip(), f"{piece.name} is stale: run `{regenerate.COMMAND}`"
+
+
+def test_a_stale_piece_is_found_and_rewritten(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    markers = ("<!-- x: generated -->", "<!-- end of x -->")
+    page.write_text(f"before\n{markers[0]}\n\n| old |\n\n{markers[1]}\nafter\n")
+    piece = regenerate.Generated(page, markers, lambda: "| new |")
+    assert piece.shown() == "| old |" and piece.write() and not piece.write()
+    assert page.read_text() == f"before\n{markers[0]}\n\n| new |\n\n{markers[1]}\nafter\n"
+    page.write_text("no markers")
+    with pytest.raises(ValueError, match="must hold each of"):
+        piece.shown()
+
+
+def test_the_tables_of_the_registries_list_every_built_in() -> None:
+    """A method's own columns reach the tables with their meanings; every built-in task has its row."""
+    from psheads.measure import methods
+    from psheads.tasks import available_tasks, get_task
+
+    shown = regenerate.methods_table()
+    for name in methods.score_methods():
+        for column, meaning in methods.column_meanings(methods.get_score_method(name)).items():
+            assert f"`{column}`: {meaning}" in shown
+    built_in = [name for name in available_tasks() if regenerate.built_in(type(get_task(name)))]
+    assert [line.split("`")[1] for line in regenerate.tasks_table().splitlines()[2:]] == built_in

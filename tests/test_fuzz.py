@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import psheads
+from psheads.measure import methods
 from psheads.results import schema
 from psheads.tasks import LetterTask, NumberTask, get_task
 from tests.conftest import model_state
@@ -490,7 +491,7 @@ def needs_reference(options: dict, plain: dict, prompts: Any, rows: Any) -> bool
 
 def check_scores(frame: Any, plain: dict, n_prompts: int) -> None:
     assert isinstance(frame, pd.DataFrame), f"returned {type(frame).__name__}, not a DataFrame"
-    names = schema.SCORES.names
+    names = methods.frame_schema().names  # the columns of every registered method
     assert set(frame.columns) <= set(names), f"unknown columns {set(frame.columns) - set(names)}"
     missing = {"layer", "head", "kv_head", "positional", "symbolic", "entropy", "label"} - set(frame.columns)
     assert not missing, f"missing columns {missing}"

@@ -63,8 +63,8 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
         progress: progress bar (default: in a notebook or on a terminal).
         model_name: if given, the frame starts with a ``model`` column holding it (and
             ``attrs["model_name"]``), so that frames of several models concatenate.
-        **options: ``ScoreConfig`` fields overriding ``config``: ``method`` (``"swap"``,
-            ``"anova"`` or a registered method), ``tau``, ``block_size``, ``gamma``,
+        **options: ``ScoreConfig`` fields overriding ``config``: ``method`` (one of
+            ``score_methods()``) and its options (the swap score's ``tau``, ``block_size``), ``gamma``,
             ``by_frequency``, ``reduce``, ``batch_size``, ``layers``, ``heads``; and prompt
             options: ``query`` (default: each prompt's last token; an int or one per prompt),
             ``swappable`` (default: every key before the query except BOS; keys a sliding window
@@ -73,9 +73,9 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
     Returns:
         A tidy frame, one row per (layer, head[, plane]) with ``positional, symbolic,
         positional_std, symbolic_std, [method columns,] entropy, n_prompts, label`` (std over
-        prompts, ddof=0; columns in ``psheads.results.schema.SCORES``). ``label`` is an ordered categorical
-        (``psheads.results.schema.LABEL_ORDER``: positional < mixed < symbolic < uniform < non-finite).
-        In a hybrid model each requested block without softmax attention (linear attention,
+        prompts, ddof=0; columns in ``psheads.measure.methods.frame_schema(method)``). ``label`` is an
+        ordered categorical (``psheads.results.schema.LABEL_ORDER``: positional < mixed < symbolic <
+        uniform < non-finite). In a hybrid model each requested block without softmax attention (linear attention,
         state-space, convolution) is one row labelled ``"not attention"``, with no head (``head`` is
         then a nullable integer) and NaN scores.
         ``df.attrs`` holds the full config (``ScoreConfig.from_dict(df.attrs["config"])`` re-runs

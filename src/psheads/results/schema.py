@@ -2,7 +2,8 @@
 
 Scoring, training dynamics, the command line and plotting build, read and draw frames through
 these declarations; ``docs/api.md`` renders them. A frame may carry a subset (``plane``/``theta``
-only with ``by_frequency``, ``prompt`` only per prompt, ``interaction`` only for ``anova``).
+only with ``by_frequency``, ``prompt`` only per prompt). A score method describes its own columns
+(``ScoreMethod.columns``), which take the place of ``METHOD_COLUMNS`` in ``SCORES``.
 
 Frames of one model take an optional leading ``model`` column (``MODEL``), so that frames of
 several models concatenate; the head ``label`` is an ordered categorical (``LABEL_DTYPE``).
@@ -11,6 +12,7 @@ several models concatenate; the head ``label`` is an ordered categorical (``LABE
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -146,7 +148,8 @@ SCORES = FrameSchema("score_heads", (
     Column("symbolic", "float", "symbolic score s_SYM"),
     Column("positional_std", "float", "spread of s_POS over prompts (ddof 0; reduced frames)"),
     Column("symbolic_std", "float", "spread of s_SYM over prompts"),
-    Column("interaction", "float", "share of the interaction effects (method 'anova')"),
+    Column("<method columns>", "float", "the score method's own columns after positional and symbolic, in its "
+           "order, as the method describes them (psheads.measure.methods.frame_schema(method) lists them)"),
     Column("entropy", "float", "attention entropy at the query over the visible keys / log(#keys)"),
     Column("n_prompts", "int", "prompts averaged (reduced frames)"),
     Column("label", "category", "positional < mixed < symbolic < uniform < non-finite (threshold γ; LABEL_ORDER); "
@@ -156,6 +159,18 @@ SCORES = FrameSchema("score_heads", (
 
 SCORE_SPREAD = ("positional", "symbolic")
 """Score columns that get a ``_std`` column in reduced frames."""
+
+METHOD_COLUMNS = SCORES.columns[SCORES.names.index("<method columns>")]
+"""The placeholder in ``SCORES`` for the columns a score method adds (``ScoreMethod.columns``)."""
+
+
+def score_schema(method_columns: Sequence[Column]) -> FrameSchema:
+    """``SCORES`` with ``method_columns`` in place of ``METHOD_COLUMNS`` (what
+    ``psheads.measure.methods.frame_schema`` builds from the methods' own descriptions)."""
+    columns = []
+    for column in SCORES.columns:
+        columns.extend(method_columns if column is METHOD_COLUMNS else [column])
+    return FrameSchema(SCORES.name, tuple(columns), per_model=SCORES.per_model)
 
 DYNAMICS = FrameSchema("learning dynamics", (
     Column("step", "int", "training step of the checkpoint"),
@@ -288,7 +303,9 @@ _ATLAS = (
     Column("prompts", "str", "prompt set: natural, random, or an LLM task name"),
     Column("length", "int", "prompt length in tokens (natural, random) or the task's target window"),
 )
-_ATLAS_SCORES = tuple(column for column in SCORES.columns
+_ANOVA_INTERACTION = Column("interaction", "float", "the anova method's own column "
+                            "(psheads.measure.methods.AnovaScore.columns); NaN in the swap score's rows")
+_ATLAS_SCORES = tuple(column for column in score_schema([_ANOVA_INTERACTION]).columns
                       if column.name in ("positional", "symbolic", "positional_std", "symbolic_std", "interaction",
                                          "entropy", "n_prompts", "label"))
 

@@ -1,35 +1,12 @@
-"""Score methods: the protocol, the registry and ``ScoreConfig`` (``base``), and the two built-ins,
-each in its own module with its options and arithmetic: ``swap`` (paper B's swap score, and
-``swap_attention``, its per-swap view) and ``anova`` (all-permutation shares).
+"""Score methods: the protocol, the registry and ``ScoreConfig`` (``base``), and the built-ins,
+each in its own module with its options and arithmetic (``score_methods()`` lists every registered
+method; ``swap_attention``, the swap score's per-swap view, lives next to it).
 
 A score method turns a layer's factored logits (``psheads.measure.engine.KeyLogits``) into
-per-prompt, per-head columns, at least ``positional`` and ``symbolic``. Register your own; its
-options are a frozen dataclass, ``Parameters``, that ``score_heads`` fills from its keyword
-arguments and records in ``df.attrs["config"]``::
-
-    @dataclass(frozen=True)
-    class TopRowsParameters:
-        k: int = 4
-
-    class TopRows:
-        name = "toprows"
-        columns = ("positional", "symbolic")
-        Parameters = TopRowsParameters
-
-        def min_swappable(self, config):
-            return config.parameters.k
-
-        def score(self, logits, config):
-            M = logits.matrix()                      # [*lead, n, n], soft-capped
-            rows = M.mean(-1).var(-1, correction=0)  # spread of the position effects
-            cols = M.mean(-2).var(-1, correction=0)  # spread of the token effects
-            total = (rows + cols).clamp_min(1e-300)
-            return {"positional": rows / total, "symbolic": cols / total}
-
-    psheads.register_score_method(TopRows())
-    psheads.score_heads(model, prompts, method="toprows", k=8)
-
-Both built-ins are exact and avoid every |S|³ cost (see their modules).
+per-prompt, per-head columns, at least ``positional`` and ``symbolic``, each described by the method
+(``ScoreMethod``); its options are a frozen dataclass, ``Parameters``. The scoring page's "Your own
+score method" is the worked example. The built-ins are exact and avoid every |S|³ cost (see their
+modules).
 """
 
 from psheads.measure.methods.anova import AnovaScore, anova_shares, anova_shares_factored
@@ -38,6 +15,8 @@ from psheads.measure.methods.base import (
     ScoreConfig,
     ScoreMethod,
     base_attention,
+    column_meanings,
+    frame_schema,
     get_score_method,
     label,
     parameter_names,
@@ -73,6 +52,8 @@ __all__ = [
     "base_attention",
     "block_attention",
     "block_pairs",
+    "column_meanings",
+    "frame_schema",
     "get_score_method",
     "label",
     "make_blocks",

@@ -64,7 +64,9 @@ class AnovaScore:
     """All-permutation shares of position, token and interaction effects in M (exact)."""
 
     name = "anova"
-    columns = ("positional", "symbolic", "interaction")
+    columns = {"positional": "share of M's variance over S in its position (row) effects",
+               "symbolic": "share in its token (column) effects",
+               "interaction": "share in the interaction of position and token (the three sum to 1)"}
 
     def min_swappable(self, config: ScoreConfig) -> int:
         return 2

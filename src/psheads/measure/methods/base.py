@@ -1,10 +1,12 @@
 """The score-method protocol, its registry and ``ScoreConfig``, the labelling rule and the base attention.
 
 A score method turns a layer's factored logits (``psheads.measure.engine.KeyLogits``) into per-prompt,
-per-head columns, at least ``positional`` and ``symbolic`` (the labelling rule reads them).
-``score_heads`` runs whichever method ``ScoreConfig.method`` names. A method declares its own
-parameters as a frozen dataclass (its ``Parameters``): ``ScoreConfig`` validates them, carries them
-in ``parameters`` and records them in ``df.attrs["config"]``; ``score_heads`` takes them as options.
+per-head columns, at least ``positional`` and ``symbolic`` (the labelling rule reads them), and
+describes its own columns (``frame_schema`` draws the frame's schema from them). ``score_heads`` runs
+whichever method ``ScoreConfig.method`` names. A method declares its own parameters as a frozen
+dataclass (its ``Parameters``): ``ScoreConfig`` validates them, carries them in ``parameters`` and
+records them in ``df.attrs["config"]``; ``score_heads`` takes them as options. The scoring page's
+"Your own score method" is the worked example.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -24,6 +27,7 @@ from psheads.interface.config import config_dict
 from psheads.interface.registry import Registry, named
 from psheads.measure.engine import KeyLogits
 from psheads.measure.prompts import PromptConfig, PromptOptions
+from psheads.results import schema
 from psheads.rope.precision import check_precision
 
 logger = logging.getLogger(__name__)
@@ -43,7 +47,7 @@ class ScoreMethod(Protocol):
     A method with options also has ``Parameters``: a frozen dataclass whose fields (each with a
     default) are its options, validated in its ``__post_init__``. ``config.parameters`` holds the
     instance ``score`` and ``min_swappable`` read (the built-in ``swap`` has ``tau`` and
-    ``block_size``).
+    ``block_size``). The scoring page's "Your own score method" is the worked example.
     """
 
     @property
@@ -51,9 +55,11 @@ class ScoreMethod(Protocol):
         """Registry name (``ScoreConfig.method``)."""
 
     @property
-    def columns(self) -> tuple[str, ...]:
-        """The columns ``score`` returns, in frame order; must include ``positional`` and ``symbolic``.
-        Both get a ``_std`` column over prompts; ``entropy`` is added for every method."""
+    def columns(self) -> Mapping[str, str] | Sequence[str]:
+        """The columns ``score`` returns, in frame order, each with what it means (``{name: meaning}``;
+        a tuple of names leaves the meanings unsaid); must include ``positional`` and ``symbolic``. Both
+        get a ``_std`` column over prompts; ``entropy`` is added for every method. The frame's schema
+        (``frame_schema``) and the docs take the meanings of the other columns from here."""
 
     def min_swappable(self, config: ScoreConfig) -> int:
         """Fewest swappable keys a prompt needs at a layer."""
@@ -112,7 +118,13 @@ def register_score_method(method: ScoreMethod, *, replace: bool = False) -> Scor
     if not isinstance(method, ScoreMethod) or not isinstance(getattr(method, "name", None), str):
         raise TypeError("A score method needs a str `name`, `columns`, `min_swappable(config)` and "
                         "`score(logits, config)` (see psheads.measure.methods.ScoreMethod); pass an instance.")
-    if not {"positional", "symbolic"} <= set(method.columns):
+    columns = method.columns
+    if isinstance(columns, str) or not all(isinstance(name, str) for name in columns) or (
+            isinstance(columns, Mapping) and not all(isinstance(meaning, str) for meaning in columns.values())):
+        raise TypeError(f"Score method {method.name!r}: columns must map each column name to what it means "
+                        "({'positional': ..., 'symbolic': ..., 'my_column': 'what it measures'}) or be a tuple of "
+                        f"names, got {columns!r}.")
+    if not {"positional", "symbolic"} <= set(columns):
         raise ValueError(f"Score method {method.name!r} must return 'positional' and 'symbolic' columns.")
     kind = parameter_type(method)
     if kind is not None:
@@ -125,6 +137,26 @@ def register_score_method(method: ScoreMethod, *, replace: bool = False) -> Scor
         if clash:
             raise ValueError(f"Score method {method.name!r}: options {clash} are ScoreConfig's own; rename them.")
     return _METHODS.register(method.name, method, replace=replace)
+
+
+def column_meanings(method: ScoreMethod) -> dict[str, str]:
+    """The method's columns in frame order, each with its meaning ("" where the method gives none)."""
+    columns = method.columns
+    return dict(columns) if isinstance(columns, Mapping) else dict.fromkeys(columns, "")
+
+
+def frame_schema(*names: str) -> schema.FrameSchema:
+    """The schema of ``score_heads`` frames of the methods ``names`` (default: every registered one):
+    ``psheads.results.schema.SCORES`` with each method's own columns (those beyond ``positional`` and
+    ``symbolic``) in place of ``schema.METHOD_COLUMNS``, described as the method describes them.
+    """
+    extra: dict[str, list[str]] = {}
+    for name in names or score_methods():
+        for column, meaning in column_meanings(get_score_method(name)).items():
+            if column not in schema.SCORE_SPREAD:
+                extra.setdefault(column, []).append(f"{meaning or 'no description'} (method {name!r})")
+    return schema.score_schema([schema.Column(column, "float", "; ".join(meanings))
+                                for column, meanings in extra.items()])
 
 
 def get_score_method(name: str) -> ScoreMethod:
@@ -143,8 +175,8 @@ class ScoreConfig(PromptConfig):
     """Everything ``score_heads`` computes from (recorded in ``df.attrs["config"]``).
 
     Attributes:
-        method: a registered score method (``"swap"``: paper B's swap score; ``"anova"``:
-            all-permutation shares). See ``score_methods()``.
+        method: a registered score method, one of ``score_methods()`` (the default, ``"swap"``, is
+            paper B's swap score).
         parameters: the method's options, an instance of its ``Parameters`` (None for a method
             without options). Pass them by name (``ScoreConfig(tau=1e-3)``, ``score_heads(...,
             block_size=2)``); ``config.tau`` reads one. The swap score's: ``tau``, the temperature

@@ -354,7 +354,8 @@ class SwapScore:
     """Paper B's swap score (appendix D): block swaps weighted by how unequal their attention is."""
 
     name = "swap"
-    columns = ("positional", "symbolic")
+    columns = {"positional": "Σ α·cos(v_ij(πx), v_ij(x)) over block swaps π: attention stays at its positions",
+               "symbolic": "Σ α·cos(v_ij(πx), v_ji(x)): attention follows the swapped tokens"}
     Parameters = SwapParameters
 
     def min_swappable(self, config: ScoreConfig) -> int:
