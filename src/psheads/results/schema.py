@@ -167,7 +167,7 @@ METHOD_COLUMNS = SCORES.columns[SCORES.names.index("<method columns>")]
 def score_schema(method_columns: Sequence[Column]) -> FrameSchema:
     """``SCORES`` with ``method_columns`` in place of ``METHOD_COLUMNS`` (what
     ``psheads.measure.methods.frame_schema`` builds from the methods' own descriptions)."""
-    columns = []
+    columns: list[Column] = []
     for column in SCORES.columns:
         columns.extend(method_columns if column is METHOD_COLUMNS else [column])
     return FrameSchema(SCORES.name, tuple(columns), per_model=SCORES.per_model)
