@@ -110,7 +110,7 @@ def test_a_wrong_window_is_caught(monkeypatch) -> None:
     """psheads reading no window where the model slides one (the self-check, which catches it too, off):
     the logits still match, the facts do not."""
     monkeypatch.setattr(BridgeBackend, "_window", lambda self, layer: None)
-    monkeypatch.setattr(psheads.RopeLens, "_self_check", lambda self, captures: None)
+    monkeypatch.setattr(psheads.RopeLens, "_self_check", lambda self, captures, **_: None)
     with pytest.raises(coverage.CoverageFailure, match="psheads reads window None, the model applies 5"):
         coverage.classify_in_temporary("MistralForCausalLM")
 
@@ -120,7 +120,7 @@ def test_wrong_logits_are_caught(monkeypatch) -> None:
     real = BridgeBackend.layer_spec
     monkeypatch.setattr(BridgeBackend, "layer_spec",
                         lambda self, layer: dataclasses.replace(real(self, layer), scale=real(self, layer).scale * 1.1))
-    monkeypatch.setattr(psheads.RopeLens, "_self_check", lambda self, captures: None)
+    monkeypatch.setattr(psheads.RopeLens, "_self_check", lambda self, captures, **_: None)
     with pytest.raises(coverage.CoverageFailure, match="rebuild the model's attention only to"):
         coverage.classify_in_temporary("Qwen2ForCausalLM")
 
@@ -136,7 +136,7 @@ def test_a_raw_error_is_no_refusal(monkeypatch) -> None:
 
 def test_a_false_alarm_is_no_refusal(monkeypatch) -> None:
     """A self-check that cries wolf on a finite model is a failure, not a refusal."""
-    def alarm(self, captures):
+    def alarm(self, captures, **_):
         raise psheads.SelfCheckError("Layer 0: the model's attention on the self-check probe is not finite")
 
     monkeypatch.setattr(psheads.RopeLens, "_self_check", alarm)

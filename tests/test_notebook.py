@@ -13,6 +13,8 @@ import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
+from tests import browser
+
 NOTEBOOK = Path(__file__).resolve().parents[1] / "examples" / "quickstart.ipynb"
 KERNEL = "psheads-test"
 PLOTLY = "application/vnd.plotly.v1+json"
@@ -31,19 +33,26 @@ def _kernel_manager(directory: Path) -> KernelManager:
 
 
 @pytest.fixture(scope="module")
-def executed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]:
-    """The notebook's code cells after a run, by their first source line."""
+def run_notebook(tmp_path_factory: pytest.TempPathFactory) -> nbformat.NotebookNode:
+    """The notebook after a run, with its outputs."""
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     work = tmp_path_factory.mktemp("notebook")
     client = nbclient.NotebookClient(notebook, km=_kernel_manager(work / "kernels"), timeout=300,
                                      resources={"metadata": {"path": str(work)}})
     client.execute()
-    return {cell.source.splitlines()[-1]: cell.outputs for cell in notebook.cells if cell.cell_type == "code"}
+    return notebook
+
+
+@pytest.fixture(scope="module")
+def executed(run_notebook: nbformat.NotebookNode) -> dict[str, list[dict]]:
+    """The notebook's code cells after a run, by their last source line."""
+    return {cell.source.splitlines()[-1]: cell.outputs for cell in run_notebook.cells if cell.cell_type == "code"}
 
 
 def _result(outputs: list[dict]) -> dict:
-    """The rich output of a cell: its result, or what it displayed (plotly displays its figures)."""
-    (result,) = [output for output in outputs if output["output_type"] in ("execute_result", "display_data")]
+    """The rich output of a cell: its result, or what it displayed last (plotly displays its figures,
+    after plotly.js itself in the first figure's cell)."""
+    *_, result = [output for output in outputs if output["output_type"] in ("execute_result", "display_data")]
     return result["data"]
 
 
@@ -78,13 +87,34 @@ def test_cells_show_what_they_claim(executed: dict[str, list[dict]]) -> None:
 
 def test_progress_bars_show_in_the_kernel(executed: dict[str, list[dict]]) -> None:
     """In a kernel the bars are on by default (stderr is no TTY there): widgets with ipywidgets, else text."""
-    for cell, desc in (("frame", "score_heads"), ("profile", "frequency profile"), ("accuracy", "evaluate")):
+    for cell, desc in (("frame", "score_heads"), ("frame", "RopeLens self-check"), ("profile", "frequency profile"),
+                       ("accuracy", "evaluate")):
         if importlib.util.find_spec("ipywidgets") is None:
             assert f"{desc}: 100%" in _stderr(executed[cell])
         else:
             assert any(WIDGET in output.get("data", {}) for output in executed[cell])
 
 
+def test_the_lens_reuses_the_self_check_of_score_heads(executed: dict[str, list[dict]]) -> None:
+    """``ps.RopeLens(shipped.model)`` after ``score_heads`` on the same model checks nothing again: no bar."""
+    assert not any(output["output_type"] == "stream" or WIDGET in output.get("data", {})
+                   for output in executed["lens"])
+
+
 def test_no_ipywidgets_warning(executed: dict[str, list[dict]]) -> None:
     """No ``IProgress not found`` warning, from psheads' bars or from the libraries it imports (``tqdm.auto``)."""
     assert not any("IProgress" in _stderr(outputs) for outputs in executed.values())
+
+
+def test_figures_survive_an_html_export(run_notebook: nbformat.NotebookNode, tmp_path: Path) -> None:
+    """``jupyter nbconvert --to html`` drops plotly's own mimetype: the notebook's renderer also gives
+    each figure as HTML, with plotly.js inside the page, so the export keeps both figures and they
+    draw offline (headless Chromium; the page's links to a CDN, nbconvert's own, fail there)."""
+    exporter = pytest.importorskip("nbconvert", reason="nbconvert comes with the test extra").HTMLExporter()
+    page, _ = exporter.from_notebook_node(run_notebook)
+    assert page.count('class="plotly-graph-div"') == 2  # the score plane and the learning dynamics
+    assert "cdn.plot.ly/plotly" not in page and len(page) > 3_000_000  # plotly.js itself (megabytes), not a link
+    browser.require_chromium()
+    (tmp_path / "quickstart.html").write_text(page, encoding="utf-8")
+    drawn = browser.render(tmp_path / "quickstart.html").dom
+    assert drawn.count('class="main-svg"') >= 4  # plotly draws each figure on at least two stacked SVGs

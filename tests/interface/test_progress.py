@@ -10,7 +10,7 @@ import warnings
 import pytest
 import tqdm
 import tqdm.notebook
-from tqdm import TqdmWarning
+from tqdm import TqdmExperimentalWarning, TqdmWarning
 
 from psheads.interface import progress
 
@@ -127,6 +127,30 @@ def test_quiet_tqdm_auto_keeps_the_warning_out_of_other_libraries(monkeypatch: p
     assert not [w for w in caught if issubclass(w.category, TqdmWarning)]
     assert issubclass(auto.tqdm, tqdm.tqdm) and not issubclass(auto.tqdm, tqdm.notebook.tqdm)  # the text bar
     assert not any("IProgress" in str(f) for f in warnings.filters)  # the silencing did not outlive the import
+
+
+def test_quiet_tqdm_auto_keeps_the_experimental_warning_out_of_import_psheads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ipywidgets, ``tqdm.autonotebook`` takes the notebook bar and warns ``TqdmExperimentalWarning``
+    (what ``import psheads`` printed in a notebook's first cell): silenced, and only during the import."""
+    monkeypatch.setattr(progress, "in_notebook", lambda: True)
+    monkeypatch.setitem(sys.modules, "IPython", _shell("ZMQInteractiveShell"))
+    monkeypatch.setitem(sys.modules, "ipykernel.zmqshell", types.ModuleType("ipykernel.zmqshell"))  # tqdm's test
+    notebook = importlib.import_module("tqdm.notebook")
+    monkeypatch.setattr(notebook, "IProgress", type("IProgress", (), {}))  # as if ipywidgets were installed
+    for name in ("tqdm.autonotebook", "tqdm.auto"):  # fresh imports, restored afterwards
+        monkeypatch.setitem(sys.modules, name, None)
+        del sys.modules[name]
+    with pytest.warns(TqdmExperimentalWarning, match="notebook mode"):  # tqdm's own import warns
+        importlib.import_module("tqdm.autonotebook")
+    del sys.modules["tqdm.autonotebook"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        before = list(warnings.filters)
+        progress.quiet_tqdm_auto()
+        assert warnings.filters == before  # the user's filters as they were
+    assert "tqdm.autonotebook" in sys.modules  # the import ran, down the path that warns
+    assert sys.modules["tqdm.autonotebook"].tqdm is notebook.tqdm
+    assert not [w for w in caught if issubclass(w.category, TqdmWarning)], [str(w.message) for w in caught]
 
 
 def test_quiet_tqdm_auto_does_nothing_outside_a_notebook(no_kernel: pytest.MonkeyPatch) -> None:

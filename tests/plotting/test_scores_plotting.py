@@ -42,12 +42,44 @@ def test_score_plane_anova_has_no_uniform_region_and_a_straight_frontier() -> No
     figure = plotting.score_plane(_plane_frame("anova"), labels=True)
     assert [shape.path for shape in figure.layout.shapes] == ["M 0.8,0 L 1,0 L 0.8,0.2 Z", "M 0,0.8 L 0,1 L 0.2,0.8 Z"]
     assert list(figure.data[0].x) == [0.0, 1.0] and list(figure.data[0].y) == [1.0, 0.0]  # s_POS + s_SYM = 1
-    assert figure.data[1].mode == "markers+text" and list(figure.data[1].text) == ["L0H0"]
+    *_, spots = figure.data
+    assert figure.data[1].mode == "markers" and list(figure.data[1].text) == ["L0H0"]  # hover keeps each name
+    assert spots.mode == "text" and not spots.showlegend and list(spots.text) == ["L0H0", "L1H0", "L2H1"]
     custom = plotting.score_plane(_plane_frame(), method="my_method", gamma=0.1, title="mine")
     assert len(custom.layout.shapes) == 3 and [t.name for t in custom.data][0] == "positional"  # no frontier
     assert custom.layout.title.text == "mine" and custom.layout.shapes[0].path.startswith("M 0.9,0 ")
     with pytest.raises(TypeError, match="labels must be True or False"):
         plotting.score_plane(_plane_frame(), labels="yes")
+
+
+def test_score_plane_labels_at_one_corner_do_not_overprint() -> None:
+    """Heads at the same corner share one label (the first head's name and how many others), and no two
+    labels' boxes overlap; hovering a label lists its heads."""
+    frame = pd.DataFrame({"layer": [3, 1, 2, 0, 4], "head": [0, 0, 0, 1, 0],
+                          "positional": [1.0, 1.0, 0.999, 0.02, 0.5], "symbolic": [0.0, 0.0, 0.004, 0.98, 0.5],
+                          "label": ["positional"] * 3 + ["symbolic", "mixed"]})
+    *_, spots = plotting.score_plane(frame, labels=True).data
+    assert list(spots.text) == ["L0H1", "L1H0 +2", "L4H0"]  # by layer, then head
+    assert list(spots.hovertext) == ["L0H1", "L1H0, L2H0, L3H0", "L4H0"]
+    assert len({(x, y) for x, y in zip(spots.x, spots.y, strict=True)}) == 3
+    assert (spots.x[1], spots.y[1]) == (1.0, 0.0)
+
+
+def test_label_spots_never_overlap() -> None:
+    from psheads.plotting.scores import LABEL_BOX, label_spots
+
+    rng = np.random.default_rng(0)
+    x, y = rng.random(200).round(2), rng.random(200).round(2)
+    x[:20], y[:20] = 1.0, 0.0  # a crowded corner
+    x[20], y[20] = np.nan, 0.5  # non-finite: no label
+    names = [f"L{i // 8}H{i % 8}" for i in range(200)]
+    spots = label_spots(x.tolist(), y.tolist(), names)
+    assert sorted(name for *_, members in spots for name in members) == sorted(names[:20] + names[21:])
+    width = LABEL_BOX[0] * (max(map(len, names)) + 4)
+    for i, (xa, ya, _) in enumerate(spots):
+        for xb, yb, _ in spots[i + 1:]:
+            assert abs(xa - xb) >= width or abs(ya - yb) >= LABEL_BOX[1]
+    assert label_spots([], [], []) == []
 
 
 def test_score_heatmap_is_layer_by_head_on_a_fixed_range() -> None:

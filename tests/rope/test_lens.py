@@ -259,9 +259,9 @@ def test_an_unchanged_model_reuses_its_checked_lens(model_factory, monkeypatch) 
     checks = {"n": 0}
     real = psheads.RopeLens._self_check
 
-    def counting(self, captures):
+    def counting(self, captures, *args, **kwargs):
         checks["n"] += 1
-        return real(self, captures)
+        return real(self, captures, *args, **kwargs)
 
     monkeypatch.setattr(psheads.RopeLens, "_self_check", counting)
     model = model_factory("qwen2")
@@ -291,10 +291,99 @@ def test_an_unchanged_model_reuses_its_checked_lens(model_factory, monkeypatch) 
         assert checks["n"] == 4
     finally:
         model.to(torch.float32)
-    psheads.RopeLens(model)  # an explicit lens refreshes the cache as well
+    psheads.RopeLens(model)  # an explicit lens after a change refreshes the cache as well
     assert checks["n"] == 5
     psheads.frequency_profile(model, tokens)
+    psheads.RopeLens(model)
     assert checks["n"] == 5
+
+
+def _count_self_checks(monkeypatch) -> dict[str, int]:
+    checks = {"n": 0}
+    real = psheads.RopeLens._self_check
+
+    def counting(self, captures, *args, **kwargs):
+        checks["n"] += 1
+        return real(self, captures, *args, **kwargs)
+
+    monkeypatch.setattr(psheads.RopeLens, "_self_check", counting)
+    return checks
+
+
+def test_a_second_lens_on_an_unchanged_model_skips_the_self_check(model_factory, monkeypatch) -> None:
+    """``RopeLens(model)`` reuses the checked geometry of an unchanged model: no probe, no check,
+    and a lens that works like the first; a weight written in place, a new dtype, a new hook or
+    another probe check again, and ``self_check=False`` neither reads nor fills the cache."""
+    from psheads.rope import lens as lens_module
+
+    checks = _count_self_checks(monkeypatch)
+    model = model_factory("llama", num_key_value_heads=2)
+    lens_module._CHECKED.pop(model, None)
+    before = model_state(model)
+    first = psheads.RopeLens(model)
+    captures = {"n": 0}
+    real_capture = type(first.backend).capture
+
+    def counting_capture(self, *args, **kwargs):
+        captures["n"] += 1
+        return real_capture(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(first.backend), "capture", counting_capture)
+    second = psheads.RopeLens(model)
+    assert checks["n"] == 1 and captures["n"] == 0  # no probe forward either
+    assert second is not first and second.layers is first.layers and second.model is first.model
+    psheads.score_heads(model, torch.randint(0, 64, (2, 7)), progress=False)
+    assert checks["n"] == 1
+    tokens = torch.randint(0, 64, (2, 9))
+    torch.testing.assert_close(second.frequency_logits(tokens, 1), first.frequency_logits(tokens, 1), rtol=0, atol=0)
+    with second.gate([1], layers=[0]):
+        assert second._active
+    assert not second._active and model_state(model) == before  # hooks removed, flags as they were
+    psheads.RopeLens(model, seed=1)  # another probe is checked
+    assert checks["n"] == 2
+    psheads.RopeLens(model, seed=1)
+    assert checks["n"] == 2
+    weight = model.original_model.model.layers[1].self_attn.k_proj.weight
+    with torch.no_grad():
+        weight.mul_(1.0)  # a write in place, even of the same values, is a new model
+    psheads.RopeLens(model, seed=1)
+    assert checks["n"] == 3
+    with model.hooks(fwd_hooks=[("blocks.0.attn.hook_z", lambda tensor, hook: tensor)]):
+        psheads.RopeLens(model, seed=1)  # an open hook may change what the model computes
+        assert checks["n"] == 4
+    psheads.RopeLens(model, seed=1)  # the hook is gone: the last check was with it, so check again
+    psheads.RopeLens(model, seed=1)
+    assert checks["n"] == 5
+    model.to(torch.float64)
+    try:
+        psheads.RopeLens(model, seed=1)
+        assert checks["n"] == 6
+    finally:
+        model.to(torch.float32)
+    lens_module._CHECKED.pop(model, None)
+    probes = captures["n"]
+    unchecked = psheads.RopeLens(model, self_check=False)
+    assert checks["n"] == 6 and model not in lens_module._CHECKED and captures["n"] == probes + 1
+    assert unchecked.layers is not first.layers
+
+
+def test_the_self_check_shows_progress(model_factory, capsys) -> None:
+    """A bar over the probe's forward pass and each layer's check; none when quiet, or when reused."""
+    from psheads.rope import lens as lens_module
+
+    model = model_factory("qwen2")
+    lens_module._CHECKED.pop(model, None)
+    lens = psheads.RopeLens(model, progress=True)
+    steps = len(lens.layers) + 1
+    err = capsys.readouterr().err
+    assert "RopeLens self-check" in err and f"{steps}/{steps}" in err
+    psheads.RopeLens(model, progress=True)  # reused: nothing to show
+    lens_module._CHECKED.pop(model, None)
+    psheads.RopeLens(model, progress=False)
+    psheads.RopeLens(model, self_check=False, progress=True)  # no check, no bar
+    assert "self-check" not in capsys.readouterr().err
+    with pytest.raises(TypeError, match="progress"):
+        psheads.RopeLens(model, progress="yes")
 
 
 def test_the_lens_cache_does_not_keep_models_alive(tmp_path) -> None:
@@ -311,6 +400,14 @@ def test_the_lens_cache_does_not_keep_models_alive(tmp_path) -> None:
     del model
     gc.collect()
     assert probe() is None
+    model = helpers.boot_bridge(helpers.save_tiny("qwen2", tmp_path / "q"))
+    lens = psheads.RopeLens(model)
+    again = psheads.RopeLens(model)
+    assert len(lens_module._CHECKED) >= 1 and model in lens_module._CHECKED
+    probe, entries = weakref.ref(model), len(lens_module._CHECKED)
+    del model, lens, again
+    gc.collect()
+    assert probe() is None and len(lens_module._CHECKED) == entries - 1  # the entry went with the model
 
 
 def test_layers_are_looked_up_by_block() -> None:

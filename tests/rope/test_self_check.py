@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ import transformers
 
 import psheads
 from psheads.rope import backends, layer
+from psheads.rope import lens as lens_module
 from psheads.rope.lens import SelfCheckError
 from tests import helpers
 
@@ -64,8 +66,12 @@ def test_large_logits_pass_and_would_have_failed_a_fixed_tolerance(large_bias) -
 
 
 def _perturbed_capture(monkeypatch, change) -> None:
-    """Apply ``change(capture)`` to every capture the backend returns (a quirk psheads would miss)."""
+    """Apply ``change(capture)`` to every capture the backend returns (a quirk psheads would miss).
+
+    A model whose captures change is another model: the checks made before are forgotten meanwhile.
+    """
     real = backends.Backend.capture
+    monkeypatch.setattr(lens_module, "_CHECKED", weakref.WeakKeyDictionary())
 
     def capture(self, *args, **kwargs):
         return {layer_index: change(item) for layer_index, item in real(self, *args, **kwargs).items()}

@@ -274,7 +274,7 @@ def ablate(model_or_lens: Any, task: Task | str, interventions: Iterable[Interve
         ValueError: bad ``n``/``seed``/``batch_size``, repeated intervention names, or a layer, head
             or plane the model lacks.
     """
-    lens = as_lens(model_or_lens)
+    lens = as_lens(model_or_lens, progress=progress)
     model = lens.model
     n, seed = validation.integer(n, "n", minimum=1), validation.seed(seed)
     batch_size = validation.integer(batch_size, "batch_size", minimum=1)

@@ -6,7 +6,8 @@ and hides it otherwise (logs, CI, pipes); ``True`` and ``False`` force it on or 
 ``torch.distributed`` job only rank 0 draws bars. In a notebook
 the bar is a widget when ``ipywidgets`` is installed (``pip install "psheads[notebook]"``), else
 the text bar, without tqdm's ``IProgress not found`` warning (``quiet_tqdm_auto`` also keeps
-that warning out of the libraries psheads imports).
+that warning out of the libraries psheads imports, and ``import psheads`` free of tqdm's
+``TqdmExperimentalWarning`` where ipywidgets is installed).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 import warnings
 from collections.abc import Iterable
 
-from tqdm import TqdmWarning, tqdm
+from tqdm import TqdmExperimentalWarning, TqdmWarning, tqdm
 
 
 def in_notebook() -> bool:
@@ -34,17 +35,21 @@ def in_notebook() -> bool:
 
 
 def quiet_tqdm_auto() -> None:
-    """In a notebook, import ``tqdm.autonotebook`` now with its ``IProgress not found`` warning silenced.
+    """In a notebook, import ``tqdm.autonotebook`` now with its own warnings silenced.
 
     transformers and huggingface_hub draw their bars with ``tqdm.auto``, whose first import in a
-    kernel without ipywidgets warns before falling back to the text bar. Imported here first, it
-    falls back quietly and later imports reuse it. Only that warning is silenced, only during this
-    import; outside a notebook, or once ``tqdm.autonotebook`` is imported, this does nothing.
+    kernel without ipywidgets warns ``IProgress not found`` before falling back to the text bar.
+    Imported here first, it falls back quietly and later imports reuse it. With ipywidgets,
+    ``tqdm.autonotebook`` warns instead that it runs in notebook mode (a ``TqdmExperimentalWarning``,
+    which ``tqdm.auto`` itself silences): that one is silenced too. Only those two warnings, only
+    during this import (the user's warning filters are left as they were); outside a notebook, or
+    once ``tqdm.autonotebook`` is imported, this does nothing.
     """
     if "tqdm.autonotebook" in sys.modules or not in_notebook():
         return
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="IProgress not found", category=TqdmWarning)
+        warnings.filterwarnings("ignore", category=TqdmExperimentalWarning)
         importlib.import_module("tqdm.autonotebook")
 
 

@@ -152,7 +152,7 @@ def discrepancy(model: Any, task: Task | str, lengths: Iterable[int] | None = No
             meaning other tokens to its tokenizer.
     """
     model_name = schema.model_name(model_name)
-    lens = as_lens(model)
+    lens = as_lens(model, progress=progress)
     precision.require_float64(lens.backend.device, "discrepancy")
     task = task_for_model(task, lens.model)
     n, seed = validation.integer(n, "n", minimum=1), validation.seed(seed)

@@ -163,7 +163,7 @@ def frequency_profile(model_or_lens: Any, prompts: Any, config: ProfileConfig | 
     config = (config or ProfileConfig()).replace(**options)
     progress = validation.optional_boolean(progress, "progress")
     model_name = schema.model_name(model_name)
-    lens = as_lens(model_or_lens)
+    lens = as_lens(model_or_lens, progress=progress)
     chosen = lens.attention_layers(config.layers)
     dtype = analysis_dtype(config.precision, lens.backend.device)
     prepared = prepare_prompts(lens.backend, prompts, config.prompt_options)

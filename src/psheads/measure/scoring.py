@@ -85,7 +85,7 @@ def score_heads(model_or_lens: Any, prompts: Any, config: ScoreConfig | None = N
     progress = validation.optional_boolean(progress, "progress")
     model_name = schema.model_name(model_name)
     method = get_score_method(config.method)
-    lens = as_lens(model_or_lens)
+    lens = as_lens(model_or_lens, progress=progress)
     requested = layer_indices(config.layers, lens.n_layers)
     chosen = [layer for layer in requested if layer in lens.layers]
     if not chosen:

@@ -57,6 +57,35 @@ def _regions(method: str, gamma: float) -> dict[str, list[tuple[float, float]]]:
             "uniform": [(high, high), (1, high), (1, 1), (high, 1)]}
 
 
+LABEL_BOX = (0.015, 0.04)
+"""Size of a head label on the plane, in axis units: width per character and height (10-px text on a
+plane drawn about 400 px a side, as at the Figures page's 620 x 560). Labels closer than one box are
+merged (see ``label_spots``)."""
+
+
+def label_spots(x: Sequence[float], y: Sequence[float], names: Sequence[str]) -> list[tuple[float, float, list[str]]]:
+    """Where to write head labels on the plane so that no two overprint: ``(x, y, names)`` per label.
+
+    Points are taken in the given order (the frame's: layer, then head); a point whose label box
+    would overlap that of an earlier label's point (closer than one box in both x and y, the box
+    wide enough for the longest name and a ``+n`` count) joins that label instead of getting its
+    own. Each label sits on its first point; two labels' boxes never overlap. Non-finite points
+    get no label.
+    """
+    width = LABEL_BOX[0] * (max((len(name) for name in names), default=0) + 4)
+    spots: list[tuple[float, float, list[str]]] = []
+    for px, py, name in zip(x, y, names, strict=True):
+        if not (math.isfinite(px) and math.isfinite(py)):
+            continue
+        near = next((spot for spot in spots if abs(spot[0] - px) < width and abs(spot[1] - py) < LABEL_BOX[1]),
+                    None)
+        if near is None:
+            spots.append((float(px), float(py), [name]))
+        else:
+            near[2].append(name)
+    return spots
+
+
 def score_plane(frame: pd.DataFrame, gamma: float | None = None, *, labels: bool = False,
                 method: str | None = None, title: str | None = None) -> go.Figure:
     """Heads on the positional–symbolic plane, coloured by label, with the label regions and the frontier.
@@ -70,7 +99,10 @@ def score_plane(frame: pd.DataFrame, gamma: float | None = None, *, labels: bool
     Args:
         frame: a reduced ``psheads.score_heads`` frame (per head, or per plane).
         gamma: label threshold (default: the frame's ``attrs["config"]["gamma"]``, else 0.1).
-        labels: write ``L{layer}H{head}`` beside every point (for static exports, where hover is gone).
+        labels: write ``L{layer}H{head}`` above the points (for static exports, where hover is gone).
+            Heads whose labels would overprint (at a corner, say) share one: the first head's name
+            (lowest layer, then head) and ``+n`` for the n others there; hovering it lists them all
+            (``label_spots``).
         method: ``"swap"``, ``"anova"`` or another registered method (default: the frame's
             ``attrs["config"]["method"]``, else ``"swap"``); other methods get no frontier.
         title: the figure title (default: names the method and γ).
@@ -96,10 +128,21 @@ def score_plane(frame: pd.DataFrame, gamma: float | None = None, *, labels: bool
     for name in order:
         part = frame[frame["label"] == name]
         figure.add_trace(go.Scatter(
-            x=part["positional"], y=part["symbolic"], mode="markers+text" if labels else "markers", name=name,
-            text=text[part.index], textposition="top center", textfont={"size": 10}, cliponaxis=False,
+            x=part["positional"], y=part["symbolic"], mode="markers", name=name, text=text[part.index],
+            cliponaxis=False,
             marker={"color": LABEL_COLORS.get(name, "#333333"), "size": 8, "line": {"color": "white", "width": 0.5}},
             hovertemplate="%{text}<br>s_POS=%{x:.4f}<br>s_SYM=%{y:.4f}<extra>" + name + "</extra>"))
+    if labels:
+        keys = [column for column in ("layer", "head", "plane") if column in frame.columns]
+        ordered = frame.sort_values(keys, kind="stable")
+        spots = label_spots(pd.to_numeric(ordered["positional"], errors="coerce").astype(float).tolist(),
+                            pd.to_numeric(ordered["symbolic"], errors="coerce").astype(float).tolist(),
+                            text[ordered.index].tolist())
+        figure.add_trace(go.Scatter(
+            x=[spot[0] for spot in spots], y=[spot[1] for spot in spots], mode="text", name="labels",
+            text=[names[0] + (f" +{len(names) - 1}" if len(names) > 1 else "") for _, _, names in spots],
+            hovertext=[", ".join(names) for _, _, names in spots], hoverinfo="text", textposition="top center",
+            textfont={"size": 10}, cliponaxis=False, showlegend=False))
     title = title if title is not None else f"Heads on the positional–symbolic plane ({method}, γ = {gamma:g})"
     axis = {"range": [-0.03, 1.03], "constrain": "domain", "dtick": 0.2}
     figure.update_xaxes(title_text="positional score s_POS", **axis)

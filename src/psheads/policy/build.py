@@ -59,7 +59,7 @@ def make_policy(model: Any, prompts: Any, config: ScoreConfig | None = None, *, 
         raise ValueError(f"windows must be 'uniform' or 'rope', got {windows!r}.")
     check_settings(sink, recent, budget)
     shape = attention_shape(model)
-    lens = as_lens(model)
+    lens = as_lens(model, progress=progress)
     frame = score_heads(lens, prompts, config, progress=progress)
     record = {"prompts": frame.attrs.get("n_prompts"), **dict(provenance or {})}
     lengths = getattr(prompts, "shape", None)

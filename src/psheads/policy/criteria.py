@@ -183,7 +183,7 @@ def anchor_scores(model: Any, tokenizer: Any, length: int, *, n_prompts: int = 2
     seed = validation.seed(seed)
     sink = validation.integer(sink, "sink", minimum=0)
     recent = validation.integer(recent, "recent", minimum=1)
-    lens = as_lens(model)
+    lens = as_lens(model, progress=progress)
     backend = lens.backend
     needles = long_context_task("needle").generate(tokenizer, length, n_prompts, seed=seed)
     bos = int(needles.tokens[0, 0])

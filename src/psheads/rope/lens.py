@@ -4,8 +4,9 @@ TransformerLens model.
 The lens is the user-facing handle: it reads each layer's geometry from the model's own tables,
 self-checks that the planes rebuild the model's attention, and offers decompositions, frequency
 gating and scoped per-plane hook points. Capture lives in ``psheads.rope.backends``, input validation
-in ``psheads.measure.prompts``, per-layer maths in ``psheads.rope.layer``. ``as_lens`` reuses a checked lens
-for an unchanged model (new weights, dtype, device or layer facts build a new one).
+in ``psheads.measure.prompts``, per-layer maths in ``psheads.rope.layer``. A model's checked geometry is
+kept while the model lives and is unchanged: ``RopeLens(model)`` and ``as_lens`` reuse it instead of
+self-checking again (new weights, dtype, device or layer facts check anew).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import dataclasses
 import logging
 import math
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import pandas as pd
@@ -24,6 +25,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from psheads.interface import reprs, validation
+from psheads.interface.progress import progress_bar
 from psheads.rope import geometry, precision
 from psheads.rope.backends import Backend, backend_for
 from psheads.rope.families import UnsupportedModelError
@@ -40,12 +42,33 @@ from psheads.rope.layer import (
 
 logger = logging.getLogger(__name__)
 
-#: Self-check tolerance on attention probabilities, by the model's dtype. Hugging Face attention
-#: takes its softmax in fp32 even in an fp64 model, so fp64 cannot be held tighter than fp32 is.
 
-#: Checked geometry per live model: ``model -> (backend fingerprint, layers)``. Weak keys, and
-#: values that do not reference the model, so a cached model can still be garbage-collected.
-_CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+@dataclasses.dataclass(frozen=True)
+class _Checked:
+    """A model's self-checked geometry: valid while the backend's ``fingerprint`` is unchanged.
+
+    ``probe`` is the probe it was checked on, ``(length in tokens, seed)``.
+    """
+
+    fingerprint: tuple
+    layers: Layers
+    probe: tuple[int, int]
+
+
+#: Checked geometry per live model (the object the user passed). Weak keys, and values that do not
+#: reference the model, so a cached model can still be garbage-collected; the model is not changed.
+_CHECKED: weakref.WeakKeyDictionary[Any, _Checked] = weakref.WeakKeyDictionary()
+
+
+def _cached(model: Any, backend: Backend, probe: tuple[int, int] | None = None) -> Layers | None:
+    """The checked geometry of ``model`` if it is unchanged since (and, given ``probe``, checked on it)."""
+    try:
+        entry = _CHECKED.get(model)
+    except TypeError:  # not weak-referenceable, or unhashable: never cached
+        return None
+    if entry is None or (probe is not None and entry.probe != probe):
+        return None
+    return entry.layers if entry.fingerprint == backend.fingerprint() else None
 
 
 class SelfCheckError(RuntimeError):
@@ -63,9 +86,14 @@ class RopeLens:
         model: a ``TransformerBridge`` or ``HookedTransformer`` using RoPE.
         self_check: rebuild the model's attention pattern from the planes on a probe input and
             raise ``SelfCheckError`` if an entry differs by more than the model's own rounding
-            allows at its logits (``psheads.rope.layer.check_pattern``).
+            allows at its logits (``psheads.rope.layer.check_pattern``). A model already checked
+            on the same probe, and unchanged since (same weights, not written in place, same
+            dtype, device and layer facts), is not checked again: the new lens takes the checked
+            geometry, without a forward pass. The check is kept only while the model lives.
         probe_length: probe length in tokens (capped at the model's context and ``max_positions``).
         seed: seed of the random probe tokens.
+        progress: a bar over the self-check's probe forward pass and layers (default: in a
+            notebook or on a terminal).
 
     Raises:
         TypeError: not a TransformerLens model.
@@ -76,30 +104,42 @@ class RopeLens:
         SelfCheckError: the decomposition does not reproduce the model's pattern.
     """
 
-    def __init__(self, model: Any, self_check: bool = True, probe_length: int = 32, seed: int = 0) -> None:
+    def __init__(self, model: Any, self_check: bool = True, probe_length: int = 32, seed: int = 0, *,
+                 progress: bool | None = None) -> None:
         if isinstance(model, RopeLens):
             raise TypeError("This is already a RopeLens; use it directly.")
         self_check = validation.boolean(self_check, "self_check")
         probe_length = validation.integer(probe_length, "probe_length", minimum=2)
         seed = validation.seed(seed)
+        progress = validation.optional_boolean(progress, "progress")
         self.backend: Backend = backend_for(model)
         self.model = self.backend.model  # a Hugging Face model is wrapped in a bridge of its own
         self._active: list[str] = []  # gates and plane hooks now open on this lens, for the views
         n_pos = min(probe_length, self.backend.n_ctx, self.backend.max_positions or self.backend.n_ctx)
+        if self_check:
+            checked = _cached(model, self.backend, (n_pos, seed))
+            if checked is not None:
+                self.layers = checked
+                return
         generator = torch.Generator().manual_seed(seed)
         probe = torch.randint(0, self.backend.d_vocab, (2, n_pos), generator=generator)
-        captures = self._probe(probe, self_check)
-        try:
-            self.layers = Layers([
-                LayerGeometry.from_tables(layer, self.backend.layer_spec(layer), captures[layer].cos,
-                                          captures[layer].sin)
-                for layer in self.backend.attention_layers
-            ], self.backend.n_layers)
-        except UnsupportedModelError as error:
-            raise UnsupportedModelError(f"{self.backend.architecture}: {error}") from None
-        if self_check:
-            self._self_check(captures)
-            _CHECKED[model] = (self.backend.fingerprint(), self.layers)
+        # the bar's steps: the probe's forward pass, then each layer's check
+        with progress_bar(desc="RopeLens self-check", progress=progress if self_check else False,
+                          total=len(self.backend.attention_layers) + 1) as bar:
+            captures = self._probe(probe, self_check)
+            bar.update(1)
+            try:
+                self.layers = Layers([
+                    LayerGeometry.from_tables(layer, self.backend.layer_spec(layer), captures[layer].cos,
+                                              captures[layer].sin)
+                    for layer in self.backend.attention_layers
+                ], self.backend.n_layers)
+            except UnsupportedModelError as error:
+                raise UnsupportedModelError(f"{self.backend.architecture}: {error}") from None
+            if self_check:
+                self._self_check(captures, on_layer=lambda: bar.update(1))
+                with contextlib.suppress(TypeError):  # a model that cannot be weakly referenced is not kept
+                    _CHECKED[model] = _Checked(self.backend.fingerprint(), self.layers, (n_pos, seed))
 
     def _probe(self, probe: Tensor, with_pattern: bool) -> dict[int, LayerCapture]:
         """One capture of every attention layer on the probe; a model whose own forward fails is refused."""
@@ -273,37 +313,42 @@ class RopeLens:
         return captures
 
     # --- self-check -------------------------------------------------------------------------
-    def _self_check(self, captures: dict[int, LayerCapture]) -> None:
+    def _self_check(self, captures: dict[int, LayerCapture], on_layer: Callable[[], Any] | None = None) -> None:
+        """Check every layer's planes against the probe's pattern; ``on_layer()`` after each layer."""
+        for geo in self.layers:
+            self._check_layer(geo, captures[geo.layer])
+            if on_layer is not None:
+                on_layer()
+
+    def _check_layer(self, geo: LayerGeometry, capture: LayerCapture) -> None:
         dtype = self.backend.dtype
         largest = torch.finfo(dtype).max
-        for geo in self.layers:
-            capture = captures[geo.layer]
-            if not precision.supports_float64(capture.q.device):  # the fp64 rebuild of one probe runs on the CPU
-                capture = capture.to(torch.device("cpu"))
-            check = check_pattern(geo, capture, dtype)
-            logger.debug("self-check layer %d: max |Δpattern| = %.3g (%.3g of the tolerance), max |logit| = %.3g",
-                         geo.layer, check.error, check.worst, check.max_logit)
-            if check.worst <= 1:
-                if capture.reference is not None:
-                    self._check_against_reference(geo, capture)
-                continue
-            unscaled = check.max_logit / abs(geo.scale) if geo.scale else math.inf
-            if math.isfinite(check.max_logit) and max(check.max_logit, unscaled) > largest:
-                raise SelfCheckError(
-                    f"Layer {geo.layer}: an overflow in {dtype}: its attention logits reach {check.max_logit:.3g} "
-                    f"({unscaled:.3g} before the 1/√d scale), beyond {dtype}'s largest value {largest:.3g}, so the "
-                    f"model's own attention is wrong there. Run the model in float32 or bfloat16 "
-                    f"(model.to(torch.float32)).")
-            if not (math.isfinite(check.error) and math.isfinite(check.max_logit)):
-                raise SelfCheckError(
-                    f"Layer {geo.layer}: the model's attention on the self-check probe is not finite (inf or NaN), "
-                    f"e.g. an overflow in {dtype}; run the model in float32 or bfloat16 (model.to(torch.float32)).")
+        if not precision.supports_float64(capture.q.device):  # the fp64 rebuild of one probe runs on the CPU
+            capture = capture.to(torch.device("cpu"))
+        check = check_pattern(geo, capture, dtype)
+        logger.debug("self-check layer %d: max |Δpattern| = %.3g (%.3g of the tolerance), max |logit| = %.3g",
+                     geo.layer, check.error, check.worst, check.max_logit)
+        if check.worst <= 1:
+            if capture.reference is not None:
+                self._check_against_reference(geo, capture)
+            return
+        unscaled = check.max_logit / abs(geo.scale) if geo.scale else math.inf
+        if math.isfinite(check.max_logit) and max(check.max_logit, unscaled) > largest:
             raise SelfCheckError(
-                f"Layer {geo.layer}: the per-plane logits do not rebuild the model's attention pattern (max |Δ| = "
-                f"{check.error:.3g}, {check.worst:.3g} times what {dtype} rounding allows at logits up to "
-                f"{check.max_logit:.3g}). This architecture ({type(self.model).__name__} / "
-                f"{self.backend.model_name}) has a quirk psheads does not handle; please report it. Pass "
-                "self_check=False only if you accept wrong numbers.")
+                f"Layer {geo.layer}: an overflow in {dtype}: its attention logits reach {check.max_logit:.3g} "
+                f"({unscaled:.3g} before the 1/√d scale), beyond {dtype}'s largest value {largest:.3g}, so the "
+                f"model's own attention is wrong there. Run the model in float32 or bfloat16 "
+                f"(model.to(torch.float32)).")
+        if not (math.isfinite(check.error) and math.isfinite(check.max_logit)):
+            raise SelfCheckError(
+                f"Layer {geo.layer}: the model's attention on the self-check probe is not finite (inf or NaN), "
+                f"e.g. an overflow in {dtype}; run the model in float32 or bfloat16 (model.to(torch.float32)).")
+        raise SelfCheckError(
+            f"Layer {geo.layer}: the per-plane logits do not rebuild the model's attention pattern (max |Δ| = "
+            f"{check.error:.3g}, {check.worst:.3g} times what {dtype} rounding allows at logits up to "
+            f"{check.max_logit:.3g}). This architecture ({type(self.model).__name__} / "
+            f"{self.backend.model_name}) has a quirk psheads does not handle; please report it. Pass "
+            "self_check=False only if you accept wrong numbers.")
 
     def _check_against_reference(self, geo: LayerGeometry, capture: LayerCapture) -> None:
         """Where TransformerLens computes the attention itself, the planes (which rebuild the bridge's
@@ -445,17 +490,18 @@ def _gating_hook(site: Any, head_mask: Float[Tensor, "head width"]) -> Any:
     return hook
 
 
-def as_lens(model_or_lens: Any) -> RopeLens:
+def as_lens(model_or_lens: Any, *, progress: bool | None = None) -> RopeLens:
     """A ``RopeLens`` for a model, or the lens itself.
 
-    A model seen before with unchanged weights (none replaced or written in place), dtype, device
-    and layer facts gets a lens built from its checked geometry, without a new probe or
-    self-check; anything else builds (and self-checks) a new one.
+    A model checked before (on any probe) with unchanged weights (none replaced or written in
+    place), dtype, device and layer facts gets a lens built from its checked geometry, without a
+    new probe or self-check; anything else builds (and self-checks) a new one, with a progress bar
+    as ``progress`` says.
     """
     if isinstance(model_or_lens, RopeLens):
         return model_or_lens
     backend = backend_for(model_or_lens)
-    cached = _CHECKED.get(model_or_lens)
-    if cached is not None and cached[0] == backend.fingerprint():
-        return RopeLens._checked(backend, cached[1])
-    return RopeLens(model_or_lens)
+    checked = _cached(model_or_lens, backend)
+    if checked is not None:
+        return RopeLens._checked(backend, checked)
+    return RopeLens(model_or_lens, progress=progress)
