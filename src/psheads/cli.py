@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from psheads import __version__
+from psheads.interface.version import __version__
 from psheads.results.files import FORMATS
 
 logger = logging.getLogger(__name__)
@@ -403,7 +403,7 @@ def _lengthgen(args: argparse.Namespace) -> int:
                                   allow_task_mismatch=args.allow_task_mismatch)
     _write(frame, args.out)
     if args.figure and _main_rank():
-        from psheads import plotting
+        import psheads.plotting as plotting
         from psheads.interface.atomic import write_atomic
 
         # plotly.js inline: the page opens offline, at the cost of ~4 MB
@@ -595,7 +595,7 @@ def _policy(args: argparse.Namespace) -> int:
     """Score the model at one length, write its policy files (and with --evaluate, the evaluation's tables)."""
     import torch
 
-    from psheads import policy as policies
+    import psheads.policy as policies
     from psheads.experiments.attention_policy import PolicyEvaluationConfig, evaluate_policies, write_tables
     from psheads.interface.atomic import write_atomic
     from psheads.models import zoo
@@ -662,7 +662,7 @@ POLICY_FILES = ("full_attention_heads.tsv", "config.json", "mask.tsv", "head_sco
 
 def _policy_prompts(model: Any, tokenizer: Any, config: Any) -> Any:
     """The prompts the map is scored on: prose windows at the length, or the model's own task's prompts."""
-    from psheads import data
+    import psheads.data as data
     from psheads.experiments.atlas import natural_prompts
     from psheads.tasks.long_context import long_context_task
 

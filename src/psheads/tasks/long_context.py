@@ -43,7 +43,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from psheads import data
+import psheads.data as data
 from psheads.interface import validation
 from psheads.interface.registry import Registry
 from psheads.tasks.llm import KEYS
