@@ -17,6 +17,7 @@ import torch
 
 import psheads
 from psheads import cli
+from psheads.cli import common, lengthgen
 from psheads.models import zoo
 from psheads.results import files
 from psheads.results.files import sidecar
@@ -50,7 +51,7 @@ def loads(monkeypatch):
         calls.append(args)
         raise AssertionError("a model was loaded")
 
-    monkeypatch.setattr(cli, "_load", refuse)
+    monkeypatch.setattr(common, "load_model", refuse)
     return calls
 
 
@@ -276,13 +277,13 @@ def test_conflicting_options_are_refused_before_any_model_loads(capsys, director
 
 def test_runtime_errors_exit_1_with_one_line(capsys, directory, prompts, tmp_path, monkeypatch) -> None:
     calls = {"load": 0}
-    real_load = cli._load
+    real_load = common.load_model
 
     def counting_load(*args, **kwargs):
         calls["load"] += 1
         return real_load(*args, **kwargs)
 
-    monkeypatch.setattr(cli, "_load", counting_load)
+    monkeypatch.setattr(common, "load_model", counting_load)
     before_load = {
         ("score", str(tmp_path / "missing")): "is neither a known model",
         ("score", str(directory), "--prompts-file", str(tmp_path / "none.txt")): "none.txt does not exist",
@@ -376,8 +377,11 @@ def test_help_shows_defaults_exit_statuses_and_the_library_constants(capsys) -> 
     from psheads.measure.frequency_profile import ProfileConfig
     from psheads.measure.scoring import ScoreConfig
 
-    assert get_args(Answers) == cli.ANSWERS and cli.TOKEN_BUDGET == DEFAULT_TOKEN_BUDGET
-    assert (ScoreConfig().batch_size, ProfileConfig().batch_size) == (cli.SCORE_BATCH, cli.PROFILE_BATCH)
+    assert get_args(Answers) == lengthgen.ANSWERS and lengthgen.TOKEN_BUDGET == DEFAULT_TOKEN_BUDGET
+    parser = cli.build_parser()
+    defaults = {command: vars(parser.parse_args([command, "number"])) for command in ("score", "profile")}
+    assert (ScoreConfig().batch_size, ProfileConfig().batch_size) == (defaults["score"]["batch_size"],
+                                                                      defaults["profile"]["batch_size"])
     assert {"swap", "anova"} <= set(psheads.score_methods())
     for argv in (["--help"], ["score", "--help"], ["lengthgen", "--help"]):
         with pytest.raises(SystemExit) as exit_info:
@@ -434,7 +438,7 @@ def test_obscure_failures_are_one_line(directory, prompts, tmp_path, monkeypatch
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_load", interrupted)
+    monkeypatch.setattr(common, "load_model", interrupted)
     assert cli.main(["lengthgen", str(directory), "--task", "number", "--lengths", "17", "--quiet"]) == 130
     assert capsys.readouterr().err == "psheads lengthgen: interrupted\n"
 
