@@ -67,7 +67,7 @@ def ship(name: str, run: Path, which: str, test_prompts: int) -> int:
     (destination / checkpoints.TRAINING_CONFIG).write_text(json.dumps(record, indent=2) + "\n")
     model = zoo.boot_local(destination)
     task = get_task(record["task"], **record.get("task_options", {}))
-    evaluation = training.evaluate(model, task, test_prompts, seed=(1 << 41) + 7)
+    evaluation = training.checkpoint_accuracy(model, task, test_prompts, seed=(1 << 41) + 7)
     evaluation.to_csv(destination / checkpoints.EVALUATION_CSV, index=False)
     size = sum(p.stat().st_size for p in destination.iterdir())
     print(f"{name}: {checkpoint} (step {record['step']} of {final}) -> {destination} ({size / 1e6:.1f} MB)")

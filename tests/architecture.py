@@ -59,6 +59,7 @@ class Module:
     imports: set[str] = field(default_factory=set)
     private_imports: set[str] = field(default_factory=set)
     internals: list[str] = field(default_factory=list)
+    face_imports: list[str] = field(default_factory=list)
 
 
 def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
@@ -102,6 +103,19 @@ def face_home(name: str) -> str:
     if name in psheads._HOMES:
         return f"psheads.{psheads._HOMES[name]}"
     return f"psheads.{name}" if _is_module(f"psheads.{name}") else "psheads"
+
+
+def face_imports(tree: ast.AST, module: str, is_package: bool) -> list[str]:
+    """Where ``tree`` imports the package face (``psheads/__init__.py``): ``import psheads`` or
+    ``from psheads import name``, which runs the face's lazy lookup instead of naming the home
+    (``from psheads.interface.version import __version__``, ``import psheads.plotting as plotting``)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names if a.name == "psheads"]
+        elif isinstance(node, ast.ImportFrom) and _resolve(node, module, is_package) == "psheads":
+            found.append(f"line {node.lineno}: from psheads import {', '.join(a.name for a in node.names)}")
+    return found
 
 
 def private_uses(tree: ast.AST, module: str, is_package: bool) -> set[str]:
@@ -153,6 +167,7 @@ def modules() -> list[Module]:
         module = Module(name, layer_of(name), path, ast.get_docstring(tree) or "")
         module.imports = imports_of(tree, name, is_package) - {name}
         module.private_imports = private_uses(tree, name, is_package)
+        module.face_imports = face_imports(tree, name, is_package)
         found = internals(tree)
         if name in LIBRARY_USERS:
             found = [line for line in found if "imports transformer_lens" not in line]

@@ -2,10 +2,10 @@
 
 ``psheads.LAYERS`` declares the order once. Every import inside the package, at module level or
 inside a function, is read from the source: a module imports only from its own layer and the
-layers below it, only by its canonical name (never a flat alias from ``psheads.MOVED``), and
-never a private name of another module. TransformerLens, Hugging Face and torch internals are
-touched in ``rope/backends/`` only; no module takes part in an import cycle; the architecture page's
-module table is the code's.
+layers below it, only by its canonical name (never a flat alias from ``psheads.MOVED``, never
+through the package face ``psheads/__init__.py``), and never a private name of another module.
+TransformerLens, Hugging Face and torch internals are touched in ``rope/backends/`` only; no
+module takes part in an import cycle; the architecture page's module table is the code's.
 """
 
 from __future__ import annotations
@@ -64,6 +64,21 @@ def test_calls_through_the_package_face_count_as_imports() -> None:
     assert found == {"psheads.models.training", "psheads.measure.scoring"}
     order = {name: index for index, name in enumerate(architecture.layer_names())}
     assert all(order[architecture.layer_of(name)] > order["rope"] for name in found)
+
+
+def test_no_module_imports_the_package_face() -> None:
+    """The face sits on top: a module inside the package imports each name from its home, never
+    through ``psheads/__init__.py`` (``from psheads import plotting``, ``from psheads import __version__``)."""
+    problems = [f"{m.name}: {line}" for m in architecture.modules() if m.layer != "face" for line in m.face_imports]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_face_check_catches_counter_examples() -> None:
+    tree = ast.parse("import psheads\nimport psheads.plotting as plotting\nfrom psheads import __version__\n"
+                     "def f():\n    from .. import data\n    from psheads.interface.version import __version__\n")
+    found = architecture.face_imports(tree, "psheads.rope.example", is_package=False)
+    assert found == ["line 1: import psheads", "line 3: from psheads import __version__",
+                     "line 5: from psheads import data"]
 
 
 def test_no_import_cycles() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import torch
 
 import psheads
 from psheads import cli
+from psheads.cli import common, lengthgen
 from psheads.models import zoo
 from psheads.results import files
 from psheads.results.files import sidecar
@@ -50,7 +52,7 @@ def loads(monkeypatch):
         calls.append(args)
         raise AssertionError("a model was loaded")
 
-    monkeypatch.setattr(cli, "_load", refuse)
+    monkeypatch.setattr(common, "load_model", refuse)
     return calls
 
 
@@ -274,15 +276,70 @@ def test_conflicting_options_are_refused_before_any_model_loads(capsys, director
     assert loads == []
 
 
+def test_layers_the_model_lacks_fail_before_it_loads(capsys, directory, prompts, loads, tmp_path) -> None:
+    """``--layers 99`` used to fail only once the model had loaded (4-11 s): the layer count in the
+    model's config.json refuses it first (a Llama's num_hidden_layers, a GPT-J's n_layer)."""
+    gptj = helpers.save_tiny("gptj", tmp_path / "gptj")
+    n_layers = json.loads((gptj / "config.json").read_text())["n_layer"]
+    capsys.readouterr()  # the save's progress bars
+    assert (common.configured_layers(str(directory)), common.configured_layers(str(gptj))) == (2, n_layers)
+    for model, bad in ((directory, "2"), (directory, "-3"), (gptj, str(n_layers))):
+        for command in ("score", "profile"):
+            argv = [command, str(model), "--prompts-file", str(prompts), "--layers", "0", bad, "--quiet"]
+            assert cli.main(argv) == 1, argv
+            err = capsys.readouterr().err
+            assert len(err.strip().splitlines()) == 1 and re.search(
+                rf"--layers 0 {bad}: layer {bad} is out of range for a model with \d+ layers", err), err
+    assert loads == []
+    assert common.configured_layers("gemma-3-270m") is None  # a zoo LLM: checked once it has loaded
+
+
+@pytest.mark.parametrize("module, name", [
+    ("psheads.models.training.config", "TrainConfig"), ("psheads.measure.methods.base", "ScoreConfig"),
+    ("psheads.measure.frequency_profile", "ProfileConfig"), ("psheads.experiments.atlas", "AtlasConfig"),
+    ("psheads.experiments.attention_policy", "PolicyEvaluationConfig"),
+    ("psheads.reproduction.report.inputs", "ReportConfig")])
+def test_options_read_from_a_config_are_its_fields(module, name) -> None:
+    """The command line reads a config's fields from its source (importing it would import torch
+    for --help): what it reads is what the dataclass holds, with a line of help for each."""
+    from psheads.cli import fields
+
+    declared = dataclasses.fields(getattr(importlib.import_module(module), name))
+    read = fields.config_fields(module, name)
+    assert list(read) == [field.name for field in declared]
+    for field in declared:
+        assert read[field.name].default == field.default, field.name  # MISSING for a default_factory
+        assert read[field.name].help and "``" not in read[field.name].help, field.name
+
+
+def test_the_commands_defaults_are_their_configs_defaults() -> None:
+    from psheads.cli import atlas, fields, policy, reproduce, train
+    from psheads.experiments.atlas import AtlasConfig
+    from psheads.experiments.attention_policy import PolicyEvaluationConfig
+    from psheads.models.training import TrainConfig
+    from psheads.reproduction.report import ReportConfig
+
+    parser = cli.build_parser()
+    cases = ((train, ["train", "number", "--out", "run"], TrainConfig(), set(train.OPTIONS) - {"steps"}),
+             (atlas, ["atlas", "--out", "atlas"], AtlasConfig(), set(atlas.OPTIONS)),
+             (policy, ["policy", "number", "--out", "policy"], PolicyEvaluationConfig(),
+              {"sink", "recent", "budgets", "n_random", "n_prompts", "score_prompts", "seed"}),
+             (reproduce, ["reproduce"], ReportConfig(), {"data", "prompts", "seed"}))
+    for command, argv, config, names in cases:
+        values = fields.config_values(parser.parse_args(argv), command.CONFIG, *names)
+        assert values == {name: getattr(config, name) for name in names}, argv
+    assert parser.parse_args(["train", "number", "--out", "run"]).steps is None  # the recipe's
+
+
 def test_runtime_errors_exit_1_with_one_line(capsys, directory, prompts, tmp_path, monkeypatch) -> None:
     calls = {"load": 0}
-    real_load = cli._load
+    real_load = common.load_model
 
     def counting_load(*args, **kwargs):
         calls["load"] += 1
         return real_load(*args, **kwargs)
 
-    monkeypatch.setattr(cli, "_load", counting_load)
+    monkeypatch.setattr(common, "load_model", counting_load)
     before_load = {
         ("score", str(tmp_path / "missing")): "is neither a known model",
         ("score", str(directory), "--prompts-file", str(tmp_path / "none.txt")): "none.txt does not exist",
@@ -294,7 +351,7 @@ def test_runtime_errors_exit_1_with_one_line(capsys, directory, prompts, tmp_pat
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and re.search(message, err), (argv, err)
     assert calls["load"] == 0
-    # after loading: a layer the model does not have, token ids outside its vocabulary
+    # a layer the model does not have (refused from its config.json, before loading), token ids outside its vocabulary
     assert cli.main(["score", str(directory), "--prompts-file", str(prompts), "--layers", "5", "--quiet"]) == 1
     assert "layer 5 is out of range for a model with 2 layers" in capsys.readouterr().err
     gptj = helpers.save_tiny("gptj", tmp_path / "gptj")
@@ -376,8 +433,11 @@ def test_help_shows_defaults_exit_statuses_and_the_library_constants(capsys) -> 
     from psheads.measure.frequency_profile import ProfileConfig
     from psheads.measure.scoring import ScoreConfig
 
-    assert get_args(Answers) == cli.ANSWERS and cli.TOKEN_BUDGET == DEFAULT_TOKEN_BUDGET
-    assert (ScoreConfig().batch_size, ProfileConfig().batch_size) == (cli.SCORE_BATCH, cli.PROFILE_BATCH)
+    assert get_args(Answers) == lengthgen.ANSWERS and lengthgen.TOKEN_BUDGET == DEFAULT_TOKEN_BUDGET
+    parser = cli.build_parser()
+    defaults = {command: vars(parser.parse_args([command, "number"])) for command in ("score", "profile")}
+    assert (ScoreConfig().batch_size, ProfileConfig().batch_size) == (defaults["score"]["batch_size"],
+                                                                      defaults["profile"]["batch_size"])
     assert {"swap", "anova"} <= set(psheads.score_methods())
     for argv in (["--help"], ["score", "--help"], ["lengthgen", "--help"]):
         with pytest.raises(SystemExit) as exit_info:
@@ -434,7 +494,7 @@ def test_obscure_failures_are_one_line(directory, prompts, tmp_path, monkeypatch
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_load", interrupted)
+    monkeypatch.setattr(common, "load_model", interrupted)
     assert cli.main(["lengthgen", str(directory), "--task", "number", "--lengths", "17", "--quiet"]) == 130
     assert capsys.readouterr().err == "psheads lengthgen: interrupted\n"
 

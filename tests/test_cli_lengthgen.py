@@ -10,6 +10,7 @@ import pytest
 
 import psheads
 from psheads import cli
+from psheads.cli import common
 from psheads.experiments.lengthgen import length_generalization
 from psheads.models import zoo
 from psheads.results import files
@@ -61,7 +62,7 @@ def test_parquet_and_json_keep_the_settings(directory, tmp_path, suffix) -> None
 
 def test_outputs_are_checked_before_any_work(directory, tmp_path, monkeypatch, capsys) -> None:
     calls = []
-    monkeypatch.setattr(cli, "_load", lambda *args, **kwargs: calls.append(args))
+    monkeypatch.setattr(common, "load_model", lambda *args, **kwargs: calls.append(args))
     base = ["lengthgen", str(directory), "--task", "number", "--lengths", "17", "--quiet"]
     assert cli.main([*base, "--out", str(tmp_path / "nope" / "curve.csv")]) == 1
     assert re.search(r"cannot write --out .*nope does not exist", capsys.readouterr().err)

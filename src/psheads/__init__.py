@@ -25,16 +25,15 @@ import importlib.util
 import sys
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
 from psheads.interface.progress import quiet_tqdm_auto  # before transformers imports tqdm.auto
+from psheads.interface.version import __version__
 
 quiet_tqdm_auto()
 
 LAYERS = (
     ("data", "files the library reads at run time, shipped inside the package"),
-    ("interface", "how every layer meets its caller: argument checks, config dicts, progress bars, rich views, "
-                  "files written whole"),
+    ("interface", "how every layer meets its caller: the version, argument checks, config dicts, progress bars, "
+                  "rich views, files written whole"),
     ("results", "the result frames: their schema, files and summaries"),
     ("rope", "the exact per-plane decomposition of a RoPE model's attention logits"),
     ("tasks", "the task protocol, its registry and the tasks"),

@@ -148,7 +148,7 @@ def reference_run(tmp_path_factory, torch_threads):
 def test_a_checkpoint_holds_its_records_so_an_interruption_loses_none(tmp_path, monkeypatch, reference_run) -> None:
     """An interruption during a checkpoint's evaluation used to leave the checkpoint in place
     without its rows: the resumed run then never wrote them."""
-    real = training.evaluate
+    real = training.checkpoint_accuracy
     calls = []
 
     def interrupted(*args, **kwargs):
@@ -157,10 +157,10 @@ def test_a_checkpoint_holds_its_records_so_an_interruption_loses_none(tmp_path, 
             raise KeyboardInterrupt("killed")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(recording, "evaluate", interrupted)
+    monkeypatch.setattr(recording, "checkpoint_accuracy", interrupted)
     with pytest.raises(KeyboardInterrupt):
         training.train(NumberTask(), tiny_config(dynamics_prompts=4), tmp_path, progress=False)
-    monkeypatch.setattr(recording, "evaluate", real)
+    monkeypatch.setattr(recording, "checkpoint_accuracy", real)
     assert [p.name for p in checkpoints.list_checkpoints(tmp_path)] == ["checkpoint-000003"]
     assert not list(tmp_path.glob("*.partial"))  # an interrupted checkpoint is removed, never half-kept
     resumed = training.train(NumberTask(), tiny_config(dynamics_prompts=4), tmp_path, progress=False)
@@ -293,7 +293,7 @@ def test_a_failed_train_removes_the_directory_it_created(tmp_path, monkeypatch) 
         training.train(NumberTask(), tiny_config(), target, progress=False)
     assert not (tmp_path / "new").exists()
     monkeypatch.undo()
-    monkeypatch.setattr(recording, "evaluate", broken)  # an error while writing the first checkpoint
+    monkeypatch.setattr(recording, "checkpoint_accuracy", broken)  # an error while writing the first checkpoint
     with pytest.raises(RuntimeError, match="broken step"):
         training.train(NumberTask(), tiny_config(dynamics_prompts=0), target, progress=False)
     assert not (tmp_path / "new").exists()
@@ -384,7 +384,7 @@ def test_every_allowed_seed_trains() -> None:
 def test_a_second_training_into_one_folder_is_refused(tmp_path, monkeypatch, caplog) -> None:
     """Two trainings into one output_dir used to mix their checkpoints (one crashed, the other
     reported success over both)."""
-    real, seen = training.evaluate, []
+    real, seen = training.checkpoint_accuracy, []
 
     def second_writer(*args, **kwargs):  # while the first run evaluates its first checkpoint
         if not seen:
@@ -394,10 +394,10 @@ def test_a_second_training_into_one_folder_is_refused(tmp_path, monkeypatch, cap
             seen.append(True)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(recording, "evaluate", second_writer)
+    monkeypatch.setattr(recording, "checkpoint_accuracy", second_writer)
     training.train(NumberTask(), tiny_config(dynamics_prompts=0), tmp_path / "run", progress=False)
     assert seen and not (tmp_path / "run" / checkpoints.LOCK).exists()  # released at the end
-    monkeypatch.setattr(recording, "evaluate", real)
+    monkeypatch.setattr(recording, "checkpoint_accuracy", real)
     # a lock left by a process that has died (SIGKILL) is taken over; one of a live process is not
     other = tmp_path / "other"
     other.mkdir()

@@ -304,7 +304,7 @@ def reference_accuracy(model, batch: TaskBatch) -> float:
 
 
 def old_training_evaluate(model, task, n, seed, batch_size=256) -> pd.DataFrame:
-    """psheads.models.training.evaluate before evaluation.evaluate existed, verbatim."""
+    """psheads.models.training.checkpoint_accuracy before evaluation.evaluate existed, verbatim."""
     batch = checked_batch(task, n, seed=seed)
     was_training = model.training
     model.eval()
@@ -348,7 +348,8 @@ def test_evaluate_multihop_tasks_is_training_evaluate(model_factory) -> None:
     model.train()
     for n, seed, batch_size in ((64, 0, 256), (50, 9, 7)):
         expected = old_training_evaluate(model, task, n, seed, batch_size)
-        pd.testing.assert_frame_equal(training.evaluate(model, task, n, seed, batch_size), expected, check_exact=True)
+        pd.testing.assert_frame_equal(training.checkpoint_accuracy(model, task, n, seed, batch_size), expected,
+                                      check_exact=True)
         frame = evaluate(model, task, n=n, seed=seed, batch_size=batch_size)
         pd.testing.assert_frame_equal(frame[["hops", "accuracy", "n"]], expected, check_exact=True)
         assert frame["chance"].isna().all() and frame["window"].eq(4).all() and frame["length"].eq(9).all()

@@ -35,7 +35,8 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from psheads import data, tasks
+import psheads.data as data
+import psheads.tasks as tasks
 from psheads.interface import distributed, validation
 from psheads.interface.config import from_known_fields
 from psheads.interface.progress import progress_bar

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from psheads import data
+import psheads.data as data
 from psheads.experiments import policy_rules as rules
 from psheads.experiments.atlas import natural_prompts
 from psheads.interface import validation

@@ -3,7 +3,7 @@
 ``evaluate`` runs a TransformerLens model (``TransformerBridge`` or ``HookedTransformer``) or a
 plain Hugging Face causal LM on fresh task prompts and scores its prediction after the last input
 token: the argmax over the batch's ``candidates`` when the task supplies them (the LLM tasks), else
-over the whole vocabulary (the multi-hop task models; ``psheads.models.training.evaluate`` is this with
+over the whole vocabulary (the multi-hop task models; ``psheads.models.training.checkpoint_accuracy`` is this with
 its three columns). Nothing is trained: gradients are off, the model runs in eval mode and every
 module's training flag is restored afterwards.
 """

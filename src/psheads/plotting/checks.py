@@ -12,7 +12,7 @@ from psheads.results import schema
 _PRODUCERS = {
     schema.SCORES.name: "psheads.score_heads",
     schema.DYNAMICS.name: "psheads.train (its dynamics.csv), or psheads.load_pretrained(name).dynamics",
-    schema.EVALUATION.name: "psheads.models.training.evaluate, or psheads.load_pretrained(name).evaluation",
+    schema.EVALUATION.name: "psheads.models.training.checkpoint_accuracy, or psheads.load_pretrained(name).evaluation",
     schema.PROFILE_PLANES.name: "psheads.frequency_profile(...).planes",
     schema.SWAPS.name: "psheads.swap_attention",
     schema.DISCREPANCY.name: "psheads.discrepancy",

@@ -190,7 +190,7 @@ EVALUATION = FrameSchema("evaluation", (
     Column("accuracy", "float", "next-token accuracy on fresh test prompts"),
     Column("n", "int", "test prompts"),
 ))
-"""``psheads.models.training.evaluate`` and ``evaluation.csv``."""
+"""``psheads.models.training.checkpoint_accuracy`` and ``evaluation.csv``."""
 
 PROFILE_PLANES = FrameSchema("frequency profile (planes)", (
     *_HEAD[:2],

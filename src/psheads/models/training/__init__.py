@@ -34,8 +34,8 @@ from psheads.models.training.loop import TrainResult, parameter_groups, train, t
 from psheads.models.training.model import apply_gating, build_model, query_keep_mask, query_weights
 from psheads.models.training.recording import (
     best_step,
+    checkpoint_accuracy,
     checkpoint_dynamics,
-    evaluate,
     save_checkpoint,
     validation_history,
 )
@@ -54,9 +54,9 @@ __all__ = [
     "apply_gating",
     "best_step",
     "build_model",
+    "checkpoint_accuracy",
     "checkpoint_dynamics",
     "derived_seed",
-    "evaluate",
     "gptj_fields",
     "parameter_groups",
     "query_keep_mask",

@@ -1,7 +1,7 @@
 """What a training run records at each checkpoint, and how a checkpoint is read back.
 
 ``save_checkpoint`` writes the model, the tokenizer, the run's training record and the trainer
-state, then the run's accuracy per hop count (``evaluate``) and head scores (``checkpoint_dynamics``,
+state, then the run's accuracy per hop count (``checkpoint_accuracy``) and head scores (``checkpoint_dynamics``,
 the learning dynamics) up to that step, sealed by the checkpoint store
 (``psheads.models.checkpoints``: complete or absent). ``load_checkpoint`` verifies a checkpoint and
 checks that it belongs to the run; ``validation_history`` and ``best_step`` read a ``keep_best``
@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 import transformers
 
-from psheads.measure.evaluation import evaluate as _evaluate
+from psheads.measure.evaluation import evaluate
 from psheads.models import checkpoints, zoo
 from psheads.models.checkpoints import CheckpointError
 from psheads.models.training.config import TrainConfig, plain
@@ -28,13 +28,13 @@ from psheads.results import schema
 from psheads.tasks import Task, checked_batch, task_options, task_tokenizer
 
 
-def evaluate(model: torch.nn.Module, task: Task, n: int, seed: int, batch_size: int = 256) -> pd.DataFrame:
+def checkpoint_accuracy(model: torch.nn.Module, task: Task, n: int, seed: int, batch_size: int = 256) -> pd.DataFrame:
     """Last-token accuracy per hop count on ``n`` fresh prompts (``hops, accuracy, n``; hops
     is a string: "1", "2", …, and "all"). ``model``: a HF causal LM or a TransformerLens model.
 
     ``psheads.measure.evaluation.evaluate`` with its ``hops``, ``accuracy`` and ``n`` columns (the argmax
     runs over the whole vocabulary unless the task's batches carry candidates)."""
-    frame = _evaluate(model, task, n=n, seed=seed, batch_size=batch_size, progress=False)
+    frame = evaluate(model, task, n=n, seed=seed, batch_size=batch_size, progress=False)
     return frame[["hops", "accuracy", "n"]].copy()
 
 
@@ -84,13 +84,14 @@ def save_checkpoint(directory: Path, model: Any, task: Task, config: TrainConfig
         validation = None
         if config.keep_best:
             with torch.random.fork_rng(devices=[]):
-                scored = evaluate(model, task, config.validation_prompts,
-                                  seed=derived_seed(VALIDATION_SEED_OFFSET + config.seed))
+                scored = checkpoint_accuracy(model, task, config.validation_prompts,
+                                             seed=derived_seed(VALIDATION_SEED_OFFSET + config.seed))
             overall = scored[scored["hops"] == "all"].iloc[0]
             validation = {"accuracy": float(overall["accuracy"]), "n": int(overall["n"])}
         _write_files(partial, model, task, config, step, optimizer, scheduler, validation)
         with torch.random.fork_rng(devices=[]):
-            scores = evaluate(model, task, config.eval_prompts, seed=derived_seed(TEST_SEED_OFFSET + config.seed))
+            scores = checkpoint_accuracy(model, task, config.eval_prompts,
+                                         seed=derived_seed(TEST_SEED_OFFSET + config.seed))
             scores.insert(0, "step", step)
             checkpoints.write_history(history[0] if history else None, scores, partial / checkpoints.EVALUATION_CSV)
             step_dynamics = checkpoint_dynamics(partial, task, config, step, scores)

@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from psheads import __version__
 from psheads.interface import validation
 from psheads.interface.progress import progress_bar
+from psheads.interface.version import __version__
 from psheads.reproduction import rules
 from psheads.reproduction.references import PAPER_A, PAPER_B
 from psheads.reproduction.report.canonical import canonical_section

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from psheads import plotting
+import psheads.plotting as plotting
 from psheads.reproduction import rules
 from psheads.reproduction.references import PUBLISHED
 from psheads.reproduction.report.claims import Claim, Section, graded, not_measured

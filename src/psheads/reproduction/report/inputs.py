@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 from torch import Tensor
 
-from psheads import data as stored_tables
+import psheads.data as stored_tables
 from psheads.interface import validation
 from psheads.models.zoo import Pretrained, load_pretrained
 from psheads.reproduction.report.claims import Section

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from psheads import plotting
+import psheads.plotting as plotting
 from psheads.interface.reprs import layer_text
 from psheads.reproduction.report.claims import Claim, Section, graded, not_measured
 from psheads.reproduction.report.inputs import ReportConfig, Run, shipped_number, task_prompts

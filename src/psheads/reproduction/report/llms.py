@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from psheads import plotting
+import psheads.plotting as plotting
 from psheads.reproduction.report.claims import Claim, Section, graded, not_measured
 from psheads.reproduction.report.inputs import ReportConfig, Run, stored_table
 

@@ -3,7 +3,7 @@ heads' worst-case discrepancy against length, from Theorem 3.2 and Remark 3.2.""
 
 from __future__ import annotations
 
-from psheads import plotting
+import psheads.plotting as plotting
 from psheads.reproduction.report.claims import Section, graded, not_measured
 from psheads.reproduction.report.inputs import TASKS, ReportConfig, Run, stored_table
 from psheads.results import analysis

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from psheads import plotting
+import psheads.plotting as plotting
 from psheads.interface.reprs import layer_text
 from psheads.reproduction.report.claims import Claim, Section
 from psheads.reproduction.report.inputs import RECIPE, RECIPE_FOLDER, ReportConfig, Run, psheads_recipe_runs

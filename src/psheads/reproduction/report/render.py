@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from psheads import __version__
 from psheads.interface.atomic import write_atomic
+from psheads.interface.version import __version__
 from psheads.reproduction.references import PAPER_A, PAPER_B
 from psheads.reproduction.report.claims import SOURCES, Claim, Section
 from psheads.reproduction.rules import VERDICT_COLORS

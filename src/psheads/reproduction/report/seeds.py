@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from psheads import plotting
+import psheads.plotting as plotting
 from psheads.interface.reprs import layer_text
 from psheads.reproduction.report.claims import Section
 from psheads.reproduction.report.inputs import TASKS, ReportConfig, Run

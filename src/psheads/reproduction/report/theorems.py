@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from psheads import plotting
+import psheads.plotting as plotting
 from psheads.reproduction.references import PUBLISHED
 from psheads.reproduction.report.claims import Claim, Section, graded, not_measured
 from psheads.reproduction.report.inputs import ReportConfig, Run, task_prompts

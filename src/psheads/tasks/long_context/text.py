@@ -22,7 +22,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from psheads import data
+import psheads.data as data
 
 logger = logging.getLogger(__name__)
 
