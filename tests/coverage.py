@@ -37,6 +37,7 @@ import dataclasses
 import json
 import math
 import tempfile
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -48,6 +49,7 @@ import transformers
 
 import psheads
 from psheads.rope import backends
+from psheads.rope import lens as lens_module
 from psheads.rope.backends import BridgeBackend
 from psheads.rope.families import FAMILIES, GENERIC, UnsupportedModelError, family_of
 from psheads.rope.layer import all_query_planes
@@ -230,7 +232,9 @@ WRONG_READINGS = {"scale": ("layer_spec", _wrong_scale), "RoPE base": ("_convert
 def _check_the_self_check(architecture: str, model: object) -> None:
     """The self-check refuses a wrong scale, RoPE base and pairing on this architecture."""
     for name, (method, wrong) in WRONG_READINGS.items():
-        with mock.patch.object(BridgeBackend, method, wrong(getattr(BridgeBackend, method))):
+        # a wrong reading is another psheads: the model's earlier check must not be reused
+        with mock.patch.object(BridgeBackend, method, wrong(getattr(BridgeBackend, method))), \
+                mock.patch.object(lens_module, "_CHECKED", weakref.WeakKeyDictionary()):
             try:
                 psheads.RopeLens(model)
             except (psheads.SelfCheckError, UnsupportedModelError):

@@ -16,7 +16,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from psheads.rope import geometry
-from psheads.rope.backends.facts import hooks_state, input_device, preserved_state, weights_state
+from psheads.rope.backends.facts import input_device, preserved_state, weights_state
 from psheads.rope.backends.key_masks import KeepKeys, scores_hook
 from psheads.rope.families import GENERIC, Family, family_titles
 from psheads.rope.layer import LayerCapture, LayerSpec, attention_pattern, visible_keys
@@ -257,10 +257,9 @@ class Backend:
 
     def fingerprint(self) -> tuple:
         """Changes whenever the weights (in place or replaced), the rotation tables' values, dtype,
-        device, the hooks on the model or its layer facts change (see ``weights_state`` for what is
-        and is not seen)."""
-        return (weights_state(self.weights_owner()), hooks_state(self.model),
-                tuple(self.layer_spec(layer) for layer in self.attention_layers))
+        device or layer facts change (see ``weights_state`` for what is and is not seen); hooks the
+        user opens are theirs and are not part of it."""
+        return weights_state(self.weights_owner()), tuple(self.layer_spec(layer) for layer in self.attention_layers)
 
     def forward(self, tokens: Tensor) -> None:
         """Run the model on ``tokens`` (its output is not needed)."""

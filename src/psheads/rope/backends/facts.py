@@ -85,16 +85,6 @@ def weights_state(model: torch.nn.Module) -> tuple:
     return identity, _Values(buffers)
 
 
-def hooks_state(model: torch.nn.Module) -> tuple:
-    """Changes whenever a forward hook is added to or removed from a module of ``model`` (a bridge's
-    Hugging Face model included): ``model.hooks(…)``, ``add_hook``, ``register_forward_hook``.
-
-    Each module that holds hooks, by identity, with the ids of its forward and forward-pre hooks.
-    """
-    return tuple((id(module), tuple(module._forward_hooks), tuple(module._forward_pre_hooks))
-                 for module in all_modules(model) if module._forward_hooks or module._forward_pre_hooks)
-
-
 def all_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The model's modules plus those of a bridge's HF model, each once."""
     return module_tree(model, getattr(model, "original_model", None))
