@@ -276,9 +276,10 @@ def classify_in_temporary(architecture: str) -> Outcome:
 # --- the record and the docs' table -----------------------------------------------------------------
 ERROR_GRID = (1, 2, 5)
 """Mantissas of the bounds a record stores for an exact architecture's error (…, 1e-7, 2e-7, 5e-7, 1e-6, …)."""
-HEADROOM = 1.5
-"""A new bound covers this many times the measured error, so that another machine's rounding (thread
-counts, BLAS) measures below it and leaves the row as it is."""
+HEADROOM = 4
+"""A new bound covers this many times the measured error, so that another run's rounding (thread
+counts, BLAS, the order tests run in) measures below it and leaves the row as it is: CI measured
+Ernie 4.5 at 2.4e-07 where this machine had recorded 1.3e-07 (1.85×)."""
 
 
 def error_bound(error: float) -> float:
