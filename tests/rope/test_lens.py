@@ -256,14 +256,7 @@ def test_an_unchanged_model_reuses_its_checked_lens(model_factory, monkeypatch) 
 
     from psheads.rope import lens as lens_module
 
-    checks = {"n": 0}
-    real = psheads.RopeLens._self_check
-
-    def counting(self, captures, *args, **kwargs):
-        checks["n"] += 1
-        return real(self, captures, *args, **kwargs)
-
-    monkeypatch.setattr(psheads.RopeLens, "_self_check", counting)
+    checks = _count_self_checks(monkeypatch)
     model = model_factory("qwen2")
     lens_module._CHECKED.pop(model, None)
     tokens = torch.randint(0, 64, (2, 7))
