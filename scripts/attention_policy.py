@@ -2,6 +2,7 @@
 
     HF_HUB_OFFLINE=1 python scripts/attention_policy.py                       # every zoo LLM at 2048 and 4096
     HF_HUB_OFFLINE=1 python scripts/attention_policy.py --models smollm2-135m --lengths 2048
+    HF_HUB_OFFLINE=1 python scripts/attention_policy.py --models smollm2-135m --lengths 2048 --prompts 16 --seed 1 --tag power
 
 Each model runs as a plain Hugging Face model with SDPA attention (``zoo.load_pretrained(name,
 backend="transformers")``); psheads' scores and the anchors' criteria are read through a bridged copy.
@@ -65,6 +66,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT, help="where the finished tables go")
     parser.add_argument("--figures", type=Path, default=ROOT / "docs" / "data",
                         help="folder of the interactive figures (it must hold plotly.min.js)")
+    parser.add_argument("--prompts", type=int, default=PolicyEvaluationConfig.n_prompts,
+                        help="prompts per task and length")
+    parser.add_argument("--seed", type=int, default=PolicyEvaluationConfig.seed,
+                        help="seed of the prompts and the random maps")
+    parser.add_argument("--tag", default="",
+                        help="a run apart from the default one: tables, progress and figures named <model>-<tag>")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -73,14 +80,15 @@ def main() -> None:
     for name in args.models:
         started = time.time()
         loaded = zoo.load_pretrained(name, backend="transformers")
-        config = PolicyEvaluationConfig(lengths=tuple(args.lengths))
+        config = PolicyEvaluationConfig(lengths=tuple(args.lengths), n_prompts=args.prompts, seed=args.seed)
+        run = f"{name}-{args.tag}" if args.tag else name
         result = evaluate_policies(loaded.model, loaded.tokenizer, config, model_name=name,
-                                   resume=args.work / f"{name}.jsonl", progress=True)
-        folder = write_tables(result, args.out / name, {"rules_commit": commit, "seconds": round(time.time() - started),
+                                   resume=args.work / f"{run}.jsonl", progress=True)
+        folder = write_tables(result, args.out / run, {"rules_commit": commit, "seconds": round(time.time() - started),
                                                         "threads": args.threads,
                                                         "machine": "CPU, " + str(os.cpu_count()) + " cores"})
         print(f"{name}: tables in {folder}")
-        write_figures(result.evaluation, name, args.figures)
+        write_figures(result.evaluation, run, args.figures)
         print(result.grades()[["goal", "verdict", "detail"]].to_string(index=False))
 
 
