@@ -2,7 +2,8 @@
 
     HF_HUB_OFFLINE=1 python scripts/attention_policy.py                       # every zoo LLM at 2048 and 4096
     HF_HUB_OFFLINE=1 python scripts/attention_policy.py --models smollm2-135m --lengths 2048
-    HF_HUB_OFFLINE=1 python scripts/attention_policy.py --models smollm2-135m --lengths 2048 --prompts 16 --seed 1 --tag power
+    HF_HUB_OFFLINE=1 python scripts/attention_policy.py --models smollm2-135m --lengths 2048 --prompts 16 --seed 1 \
+        --budgets 0.5 --conditions full map random anti --tag power
 
 Each model runs as a plain Hugging Face model with SDPA attention (``zoo.load_pretrained(name,
 backend="transformers")``); psheads' scores and the anchors' criteria are read through a bridged copy.
@@ -70,6 +71,10 @@ def main() -> None:
                         help="prompts per task and length")
     parser.add_argument("--seed", type=int, default=PolicyEvaluationConfig.seed,
                         help="seed of the prompts and the random maps")
+    parser.add_argument("--budgets", nargs="+", type=float, default=list(PolicyEvaluationConfig.budgets),
+                        help="shares of KV heads streamed")
+    parser.add_argument("--conditions", nargs="+", default=list(PolicyEvaluationConfig.conditions),
+                        choices=PolicyEvaluationConfig.conditions, help="the conditions to run (full always runs)")
     parser.add_argument("--tag", default="",
                         help="a run apart from the default one: tables, progress and figures named <model>-<tag>")
     parser.add_argument("--threads", type=int, default=2)
@@ -80,7 +85,8 @@ def main() -> None:
     for name in args.models:
         started = time.time()
         loaded = zoo.load_pretrained(name, backend="transformers")
-        config = PolicyEvaluationConfig(lengths=tuple(args.lengths), n_prompts=args.prompts, seed=args.seed)
+        config = PolicyEvaluationConfig(lengths=tuple(args.lengths), budgets=tuple(args.budgets),
+                                        conditions=tuple(args.conditions), n_prompts=args.prompts, seed=args.seed)
         run = f"{name}-{args.tag}" if args.tag else name
         result = evaluate_policies(loaded.model, loaded.tokenizer, config, model_name=name,
                                    resume=args.work / f"{run}.jsonl", progress=True)
