@@ -110,6 +110,10 @@ def test_frames_that_are_not_one_row_per_head_are_refused() -> None:
         HeadPolicy.from_scores(frame.assign(plane=1))
     with pytest.raises(ValueError, match="exactly once"):
         HeadPolicy.from_scores(frame.iloc[:-1])
+    two_lengths = pd.concat([frame.assign(length=2048), frame.assign(length=4096)])  # as the shipped policy tables
+    with pytest.raises(ValueError, match=r"lengths \[2048, 4096\]: select one"):
+        HeadPolicy.from_scores(two_lengths)
+    HeadPolicy.from_scores(two_lengths[two_lengths["length"] == 4096])  # one length is accepted
     with pytest.raises(ValueError, match="columns"):
         HeadPolicy.from_scores(frame.drop(columns="symbolic"))
     with pytest.raises(ValueError, match="aggregation"):

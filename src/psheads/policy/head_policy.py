@@ -271,7 +271,7 @@ class HeadPolicy:
                 windows go into the policy (``kv_bytes`` needs them), and the frame must match it.
 
         Raises:
-            ValueError: missing columns, a per-plane or per-prompt frame, missing or repeated heads,
+            ValueError: missing columns, a per-plane, per-prompt or several-lengths frame, missing or repeated heads,
                 an unknown score or aggregation, or a frame that does not match ``shape``.
         """
         if not isinstance(frame, pd.DataFrame):
@@ -281,6 +281,10 @@ class HeadPolicy:
         if extra:
             raise ValueError(f"HeadPolicy.from_scores needs one row per head (a reduced score_heads frame without "
                              f"by_frequency); this frame has the column(s) {extra}.")
+        if "length" in frame.columns and frame["length"].nunique() > 1:
+            lengths = sorted(int(x) for x in pd.unique(frame["length"]))
+            raise ValueError(f"HeadPolicy.from_scores needs the scores of one prompt length; this frame holds "
+                             f"lengths {lengths}: select one, e.g. frame[frame['length'] == {lengths[0]}].")
         needed = ["layer", "head"] + (["positional", "symbolic"] if score in QUERY_SCORES else [score])
         missing = [column for column in needed if column not in frame.columns]
         if missing:
