@@ -3,6 +3,7 @@ deterministic condition and a few random maps; the conditions' policies; resumin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -100,13 +101,17 @@ def test_a_resume_file_cut_short_drops_only_its_last_row(tmp_path: Path, caplog:
 
 
 def test_the_tables_are_written_with_the_grades(evaluated: dict, tmp_path: Path) -> None:
-    folder = ap.write_tables(evaluated["result"], tmp_path / "letter", {"rules_commit": "abc"})
+    with_criteria = dataclasses.replace(evaluated["result"], criteria=pd.DataFrame({"layer": [0], "length": [65]}))
+    folder = ap.write_tables(with_criteria, tmp_path / "letter", {"rules_commit": "abc"})
     assert sorted(p.name for p in folder.iterdir()) == ["criteria.csv", "evaluation.csv", "maps.csv", "run.json",
                                                          "scores.csv"]
     run = json.loads((folder / "run.json").read_text())
     assert run["rules_commit"] == "abc" and {g["goal"] for g in run["grades"]} == {f"G{i}" for i in range(1, 9)}
     back = pd.read_csv(folder / "evaluation.csv")
     assert len(back) == len(evaluated["result"].evaluation)
+    ap.write_tables(dataclasses.replace(evaluated["result"], criteria=pd.DataFrame()), folder)  # no anchor ran
+    assert not (folder / "criteria.csv").exists()  # an empty file would not read back; the stale one is gone
+    assert all(len(pd.read_csv(path).columns) for path in folder.glob("*.csv"))
 
 
 SHAPE = AttentionShape("m", "Gemma3ForCausalLM", (0, 1, 2, 3), 4, 2, 8, (16, 16, 16, None))

@@ -554,11 +554,16 @@ TABLES = ("evaluation", "maps", "scores", "criteria")
 
 def write_tables(result: PolicyEvaluation, folder: str | Path, record: dict[str, Any] | None = None) -> Path:
     """Write one model's evaluation as ``<table>.csv`` files and ``run.json`` (settings, extras, the
-    grades, ``record``), each through a temporary file renamed into place; returns the folder."""
+    grades, ``record``), each through a temporary file renamed into place; returns the folder. A table
+    with no columns (``criteria`` when no anchor condition ran) is not written, and a stale one removed."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for name in TABLES:
-        write_atomic(folder / f"{name}.csv", getattr(result, name).to_csv(index=False))
+        frame = getattr(result, name)
+        if len(frame.columns):
+            write_atomic(folder / f"{name}.csv", frame.to_csv(index=False))
+        else:
+            (folder / f"{name}.csv").unlink(missing_ok=True)
     run = {"config": result.evaluation.attrs.get("config"), "model": result.evaluation.attrs.get("model"),
            "architecture": result.evaluation.attrs.get("architecture"), "extras": result.extras,
            "grades": result.grades().to_dict(orient="records"), "versions": schema.versions(), **(record or {})}
